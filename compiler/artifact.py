@@ -1,0 +1,97 @@
+"""The result of compiling a model: C sources, the memory plan and a report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import InputError, KilnError
+from .ir import DTYPES, Graph
+from .memory_plan import Plan
+
+SOURCE_FILES = ("model.h", "model.c", "weights.h", "weights.c")
+
+
+@dataclass
+class Artifact:
+    graph: Graph
+    board: str
+    files: dict[str, str]          # file name → text (model.h, model.c, weights.*, kiln.json)
+    plan: Plan
+    report: dict
+    _lib: object = field(default=None, repr=False)
+
+    # --- saving --------------------------------------------------------------------
+    def save(self, out_dir: str | Path, force: bool = False) -> Path:
+        """Write the sources and kiln.json to `out_dir`.
+
+        Refuses a non-empty directory that is not an earlier kiln output unless `force`.
+        """
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise KilnError(f"{out} exists and is not a directory")
+        if out.exists() and any(out.iterdir()) and not force and not (out / "kiln.json").exists():
+            raise KilnError(f"{out} is not empty and holds no earlier kiln output; "
+                            "choose another directory or pass --force")
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            (out / name).write_text(text)
+        return out
+
+    # --- host execution --------------------------------------------------------------
+    def _check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        specs = self.report["inputs"]
+        if len(inputs) != len(specs):
+            raise InputError(f"{self.graph.name} takes {len(specs)} input(s), got {len(inputs)}")
+        result = []
+        for i, (x, spec) in enumerate(zip(inputs, specs)):
+            x = np.asarray(x)
+            want = DTYPES[spec["dtype"]]
+            if x.dtype != want:
+                raise InputError(f"input {i} ({spec['name']}) must be {spec['dtype']}, got {x.dtype}")
+            if tuple(x.shape) != tuple(spec["shape"]):
+                if x.size == int(np.prod(spec["shape"])) and x.ndim == len(spec["shape"]) - 1 \
+                        and tuple(spec["shape"][1:]) == tuple(x.shape):
+                    x = x.reshape(spec["shape"])  # a missing batch axis of 1
+                else:
+                    raise InputError(f"input {i} ({spec['name']}) must have shape "
+                                     f"{list(spec['shape'])}, got {list(x.shape)}")
+            result.append(np.ascontiguousarray(x))
+        return result
+
+    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Run on the host (board "host"): build once (cached), call kiln_run."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
+            inputs = tuple(inputs[0])
+        xs = self._check_inputs(inputs)
+        lib, ffi = self._load()
+        arena = ffi.new("uint8_t[]", self.report["arena_bytes"] + 16)
+        base = int(ffi.cast("uintptr_t", arena))
+        aligned = ffi.cast("uint8_t *", arena) + ((-base) % 16)
+        in_ptrs = ffi.new("void *[]", [ffi.from_buffer(x) for x in xs] or [ffi.NULL])
+        outs = [np.zeros(o["shape"], dtype=DTYPES[o["dtype"]]) for o in self.report["outputs"]]
+        out_ptrs = ffi.new("void *[]", [ffi.from_buffer(o) for o in outs])
+        status = lib.kiln_run(in_ptrs, out_ptrs, aligned)
+        if status != 0:
+            raise KilnError(f"kiln_run returned status {status} (a kernel rejected its arguments)")
+        return outs
+
+    def _load(self):
+        if self._lib is None:
+            import cffi
+
+            from .host_build import build_shared_library
+
+            ffi = cffi.FFI()
+            ffi.cdef("int kiln_run(const void *const *inputs, void *const *outputs, uint8_t *arena);"
+                     "int kiln_run_layer(int32_t layer, uint8_t *arena);")
+            path = build_shared_library({k: v for k, v in self.files.items() if k in SOURCE_FILES})
+            self._lib = (ffi.dlopen(str(path)), ffi)
+        return self._lib
+
+    def to_json(self) -> str:
+        return json.dumps(self.report, indent=2, sort_keys=False) + "\n"

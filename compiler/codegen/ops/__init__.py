@@ -1,0 +1,3 @@
+"""Lowerings, one module per op family (each registers itself with @lowering)."""
+
+from . import activation, conv, data_movement, elementwise, pool, quantize_ops, reduce  # noqa: F401

@@ -1,0 +1,1 @@
+"""Lowerings: activation ops (being written)."""

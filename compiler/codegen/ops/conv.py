@@ -1,0 +1,1 @@
+"""Lowerings: conv ops (being written)."""

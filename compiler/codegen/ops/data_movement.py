@@ -1,0 +1,1 @@
+"""Lowerings: data_movement ops (being written)."""

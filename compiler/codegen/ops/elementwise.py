@@ -1,0 +1,1 @@
+"""Lowerings: elementwise ops (being written)."""

@@ -1,0 +1,1 @@
+"""Lowerings: pool ops (being written)."""

@@ -1,0 +1,1 @@
+"""Lowerings: quantize_ops ops (being written)."""

@@ -1,0 +1,1 @@
+"""Lowerings: reduce ops (being written)."""

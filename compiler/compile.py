@@ -1,0 +1,64 @@
+"""compile(): Graph → Artifact (passes, lowering, memory plan, C sources, report)."""
+
+from __future__ import annotations
+
+import json
+
+from .artifact import Artifact
+from .codegen import generate, weights_bytes
+from .errors import BoardError
+from .ir import Graph
+from .passes import optimize
+from .paths import boards_dir
+
+KILN_VERSION = "0.1.0"
+
+
+def _check_board(board: str) -> None:
+    if board == "host":
+        return
+    if not (boards_dir() / f"{board}.toml").exists():
+        known = sorted(p.stem for p in boards_dir().glob("*.toml"))
+        raise BoardError(f"unknown board {board!r}; known boards: {', '.join(known) or 'host'}")
+
+
+def _tensor_io(graph: Graph, tid: int) -> dict:
+    t = graph.tensor(tid)
+    scale, zp = (t.quant.single() if t.quant is not None and not t.quant.per_channel
+                 else (None, None))
+    return {"name": t.name, "id": tid, "shape": list(t.shape), "dtype": t.dtype,
+            "scale": scale, "zero_point": zp}
+
+
+def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:  # noqa: A001
+    """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input."""
+    _check_board(board)
+    g = optimize(graph)
+    files, plan, layers, consts = generate(g, KILN_VERSION)
+    offsets = {b.name: b.offset for b in plan.buffers}
+    report = {
+        "kiln_version": KILN_VERSION,
+        "model": {"name": g.name, "sha256": g.sha256},
+        "board": board,
+        "inputs": [_tensor_io(g, t) for t in g.inputs],
+        "outputs": [_tensor_io(g, t) for t in g.outputs],
+        "arena_bytes": plan.arena_bytes,
+        "arena_lower_bound_bytes": plan.lower_bound,
+        "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
+        "weights_bytes": weights_bytes(consts),
+        "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
+                 "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
+                 "macs": e.code.macs, "kernel": e.code.kernel,
+                 "scratch_bytes": e.code.scratch_bytes} for i, e in enumerate(layers)],
+        "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
+                     "offset": ("const" if t.is_const else
+                                offsets.get(g.tensor(g.storage_root(t.id)).c_name, "unused")),
+                     **({"alias_of": t.alias_of} if t.alias_of is not None else {})}
+                    for t in g.tensors],
+        "memory_plan": [{"buffer": b.name, "offset": b.offset, "size": b.size,
+                         "first_step": b.first, "last_step": b.last, "kind": b.kind}
+                        for b in sorted(plan.buffers, key=lambda b: (b.offset, b.name))],
+    }
+    files = dict(files)
+    files["kiln.json"] = json.dumps(report, indent=2) + "\n"
+    return Artifact(graph=g, board=board, files=files, plan=plan, report=report)

@@ -1,0 +1,86 @@
+"""Build generated C for the host and call it: a shared library loaded with cffi.
+
+Builds are cached by content hash under the user's cache directory, so running the
+same model again costs a dlopen. The kernels are built once per crt version into a
+static library and linked into each model's shared library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import BuildError
+from .paths import crt_dir
+
+HOST_CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
+SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1"]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kiln" / "host"
+
+
+def kernel_sources() -> list[Path]:
+    return sorted((crt_dir() / "kernels").glob("*.c"))
+
+
+def _digest(files: dict[str, str], extra: list[str]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    for src in kernel_sources() + sorted((crt_dir() / "kernels").glob("*.h")):
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    h.update(" ".join(extra).encode())
+    return h.hexdigest()[:24]
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    cc = shutil.which(cmd[0])
+    if cc is None:
+        raise BuildError(f"{cmd[0]} not found: install a C compiler (e.g. apt-get install gcc)")
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"host C build failed: {' '.join(cmd[:3])} ...\n{proc.stderr.strip()[-4000:]}")
+
+
+def build_shared_library(files: dict[str, str], cc: str = "cc") -> Path:
+    """Compile model sources + kernels into a shared library; return its cached path."""
+    key = _digest(files, HOST_CFLAGS + [cc])
+    out_dir = cache_root() / key
+    lib = out_dir / "libkiln_model.so"
+    if lib.exists():
+        return lib
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
+        work = Path(tmp)
+        for name, text in files.items():
+            (work / name).write_text(text)
+        sources = [str(work / n) for n in sorted(files) if n.endswith(".c")]
+        sources += [str(s) for s in kernel_sources()]
+        _run([cc, *HOST_CFLAGS, "-shared", "-Wl,-Bsymbolic", "-I", str(work),
+              "-I", str(crt_dir() / "kernels"), "-o", str(work / lib.name), *sources, "-lm"], work)
+        out_dir.mkdir(exist_ok=True)
+        os.replace(work / lib.name, lib)
+    return lib
+
+
+def build_executable(files: dict[str, str], main_c: str, out_dir: Path,
+                     sanitize: bool = False, cc: str = "cc") -> Path:
+    """Compile model sources + kernels + a main() into an executable (sanitizer tests)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out_dir / name).write_text(text)
+    (out_dir / "main.c").write_text(main_c)
+    flags = ["-std=c99", "-Wall", "-Wextra", "-Werror"] + (SANITIZE_FLAGS if sanitize else ["-O2"])
+    sources = [str(out_dir / n) for n in sorted(files) if n.endswith(".c")]
+    sources += [str(out_dir / "main.c")] + [str(s) for s in kernel_sources()]
+    exe = out_dir / "model_exe"
+    _run([cc, *flags, "-I", str(out_dir), "-I", str(crt_dir() / "kernels"), "-o", str(exe),
+          *sources, "-lm"], out_dir)
+    return exe

@@ -1,0 +1,162 @@
+"""Graph IR: tensors, ops and the graph, with a structural verify().
+
+The IR mirrors what a TFLite subgraph holds, in plain dataclasses: tensor ids are
+indices into `Graph.tensors`, op types are TFLite builtin names ("CONV_2D"), and op
+options are a dict of already-decoded values (enum values as their TFLite names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import ModelError
+
+# dtype names used in the IR, as numpy dtypes.
+DTYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "bool": np.dtype(np.bool_),
+}
+
+C_TYPES: dict[str, str] = {
+    "float32": "float", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
+    "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t",
+}
+
+
+@dataclass
+class Quant:
+    """Affine quantization: real = scale * (q - zero_point); per-channel along `axis`."""
+
+    scale: np.ndarray        # float32, shape (1,) or (channels,)
+    zero_point: np.ndarray   # int64, same shape as scale
+    axis: int = 0
+
+    @property
+    def per_channel(self) -> bool:
+        return self.scale.size > 1
+
+    def single(self) -> tuple[float, int]:
+        """(scale, zero_point) of a per-tensor quantization."""
+        return float(self.scale[0]), int(self.zero_point[0])
+
+
+@dataclass
+class Tensor:
+    id: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    quant: Quant | None = None
+    data: np.ndarray | None = None    # constant value (weights, shapes), else None
+    alias_of: int | None = None       # a reshape-like view of another tensor's memory
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * DTYPES[self.dtype].itemsize
+
+    @property
+    def c_name(self) -> str:
+        """A C identifier from the tensor's id and TFLite name: t12_conv_out."""
+        tail = "".join(ch if ch.isalnum() else "_" for ch in self.name.split("/")[-1].split(";")[0])
+        tail = "_".join(p for p in tail.lower().split("_") if p)[:32]
+        return f"t{self.id}_{tail}" if tail else f"t{self.id}"
+
+
+@dataclass
+class Op:
+    type: str                       # TFLite builtin name, e.g. "CONV_2D"
+    inputs: list[int]               # tensor ids; -1 for an omitted optional input
+    outputs: list[int]
+    options: dict[str, Any] = field(default_factory=dict)
+    version: int = 1
+    index: int = -1                 # position in the source model, for messages
+
+    def describe(self) -> str:
+        return f"op {self.index} ({self.type})"
+
+
+@dataclass
+class Graph:
+    name: str
+    tensors: list[Tensor]
+    ops: list[Op]
+    inputs: list[int]
+    outputs: list[int]
+    sha256: str = ""
+    description: str = ""
+
+    def tensor(self, tid: int) -> Tensor:
+        return self.tensors[tid]
+
+    def producers(self) -> dict[int, int]:
+        """tensor id → index (in self.ops) of the op that writes it."""
+        return {t: i for i, op in enumerate(self.ops) for t in op.outputs}
+
+    def consumers(self) -> dict[int, list[int]]:
+        """tensor id → indices of the ops that read it."""
+        result: dict[int, list[int]] = {}
+        for i, op in enumerate(self.ops):
+            for t in op.inputs:
+                if t >= 0:
+                    result.setdefault(t, []).append(i)
+        return result
+
+    def storage_root(self, tid: int) -> int:
+        """The tensor whose memory `tid` lives in (follows reshape aliases)."""
+        while self.tensors[tid].alias_of is not None:
+            tid = self.tensors[tid].alias_of
+        return tid
+
+    def verify(self) -> None:
+        """Check the graph's structure; raise ModelError naming the first broken rule.
+
+        Rules: tensor ids are in range and match their position; every op input is a
+        constant, a model input, or written by an earlier op; every tensor is written at
+        most once; model outputs are produced; constants match their declared shape.
+        """
+        n = len(self.tensors)
+        for i, t in enumerate(self.tensors):
+            if t.id != i:
+                raise ModelError(f"tensor {i} carries id {t.id}")
+            if t.data is not None and tuple(t.data.shape) != tuple(t.shape):
+                raise ModelError(f"tensor {i} ({t.name}) data shape {t.data.shape} != {t.shape}")
+            if t.alias_of is not None and not 0 <= t.alias_of < n:
+                raise ModelError(f"tensor {i} aliases missing tensor {t.alias_of}")
+        available = {t.id for t in self.tensors if t.is_const} | set(self.inputs)
+        written: set[int] = set()
+        for op in self.ops:
+            for tid in op.inputs:
+                if tid == -1:
+                    continue
+                if not 0 <= tid < n:
+                    raise ModelError(f"{op.describe()} reads tensor {tid}, out of range")
+                if tid not in available and self.storage_root(tid) not in available:
+                    raise ModelError(f"{op.describe()} reads tensor {tid} "
+                                     f"({self.tensors[tid].name}) before it is written")
+            for tid in op.outputs:
+                if not 0 <= tid < n:
+                    raise ModelError(f"{op.describe()} writes tensor {tid}, out of range")
+                if tid in written or tid in self.inputs or self.tensors[tid].is_const:
+                    raise ModelError(f"{op.describe()} writes tensor {tid}, already defined")
+                written.add(tid)
+                available.add(tid)
+        for tid in self.outputs:
+            if tid not in available and self.storage_root(tid) not in available:
+                raise ModelError(f"model output tensor {tid} is never written")

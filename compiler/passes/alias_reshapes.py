@@ -1,0 +1,37 @@
+"""Turn RESHAPE / SQUEEZE / EXPAND_DIMS into views: no copy, no op at run time.
+
+The output tensor becomes an alias of the input's memory (int8 layouts are
+row-major, so the bytes are identical). Only applies when the quantization is
+unchanged, which TFLite requires of these ops anyway.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..ir import Graph
+
+_VIEW_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
+
+
+def _same_quant(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (np.array_equal(a.scale, b.scale) and np.array_equal(a.zero_point, b.zero_point))
+
+
+def alias_reshapes(graph: Graph) -> Graph:
+    graph = copy.deepcopy(graph)
+    kept = []
+    for op in graph.ops:
+        if op.type in _VIEW_OPS and op.inputs and op.inputs[0] >= 0:
+            src, dst = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
+            if (not src.is_const and src.dtype == dst.dtype and src.size == dst.size
+                    and _same_quant(src.quant, dst.quant)):
+                dst.alias_of = src.id
+                continue
+        kept.append(op)
+    graph.ops = kept
+    return graph

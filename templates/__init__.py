@@ -1,0 +1,1 @@
+"""Package data: kiln's templates folder (shipped with the wheel, read with importlib.resources)."""
