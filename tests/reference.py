@@ -11,6 +11,9 @@
 from __future__ import annotations
 
 import os
+import re
+import struct
+import tempfile
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -56,13 +59,29 @@ def run_reference(model: bytes, inputs: np.ndarray | Sequence[np.ndarray]) -> li
     return [np.array(interp.get_output(i), copy=True) for i in range(n_out)]
 
 
-def run_tflite_ref(model: bytes, inputs: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run ``model`` in TFLite with the reference kernels (BUILTIN_REF resolver)."""
+def run_tflite_ref(model: bytes, inputs: np.ndarray | Sequence[np.ndarray],
+                   clamp_versions: bool = True) -> list[np.ndarray]:
+    """Run ``model`` in TFLite with the reference kernels (BUILTIN_REF resolver).
+
+    The REF resolver registers some ops with a lower maximum version than the converter
+    writes (TILE int8 is written as v3, REF knows v1-2; DEPTH_TO_SPACE int8 v2 vs v1).
+    Versions only gate registration, so with ``clamp_versions`` an op code the resolver
+    refuses is lowered one version at a time until it is found.
+    """
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    interp = Interpreter(model_content=bytes(model),
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-                         num_threads=1)
+    model = bytearray(model)
+    while True:
+        try:
+            interp = Interpreter(model_content=bytes(model),
+                                 experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                                 num_threads=1)
+            break
+        except ValueError as e:
+            found = re.search(r"builtin opcode '(\w+)' version '(\d+)'", str(e))
+            if not (clamp_versions and found and int(found.group(2)) > 1):
+                raise
+            _set_op_version(model, found.group(1), int(found.group(2)) - 1)
     interp.allocate_tensors()
     details = interp.get_input_details()
     xs = _as_list(inputs)
@@ -73,6 +92,21 @@ def run_tflite_ref(model: bytes, inputs: np.ndarray | Sequence[np.ndarray]) -> l
     interp.invoke()
     return [np.array(interp.get_tensor(d["index"]), copy=True)
             for d in interp.get_output_details()]
+
+
+def _set_op_version(model: bytearray, op_name: str, version: int) -> None:
+    """Overwrite, in place, the version of every op code for builtin ``op_name``. The
+    field must be present in the flatbuffer (it is whenever the version is above 1)."""
+    code_value = getattr(tflite.BuiltinOperator, op_name)
+    m = tflite.Model.GetRootAs(model, 0)
+    for i in range(m.OperatorCodesLength()):
+        oc = m.OperatorCodes(i)
+        if max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode()) != code_value:
+            continue
+        field = oc._tab.Offset(8)  # OperatorCode.version
+        if field == 0:
+            raise ValueError(f"{op_name}: version field absent, cannot patch")
+        struct.pack_into("<i", model, oc._tab.Pos + field, version)
 
 
 @dataclass
@@ -86,14 +120,14 @@ class Reference:
 
 def reference_for(model: bytes, probe_inputs: Sequence[np.ndarray] | None = None) -> Reference:
     """TFLM if it builds and invokes ``model`` (on ``probe_inputs``, default zeros), else
-    TFLite-ref. ``ref.engine`` says which; ``ref.run(inputs)`` runs it."""
+    TFLite-ref. ``ref.engine`` says which; ``ref.run(inputs)`` runs it; ``ref.tflm_error``
+    holds TFLM's log when it refused (e.g. "Didn't find op for builtin opcode 'TILE'")."""
     if probe_inputs is None:
         probe_inputs = zero_inputs(model)
     try:
-        _quiet(run_reference, model, probe_inputs)
-    except Exception as e:  # TFLM raises RuntimeError/ValueError with its log in stderr
-        err = f"{type(e).__name__}: {e}".strip()
-        return Reference(TFLITE_REF, lambda xs: run_tflite_ref(model, xs), err)
+        _capture_stderr(run_reference, model, probe_inputs)
+    except _TflmRefused as e:
+        return Reference(TFLITE_REF, lambda xs: run_tflite_ref(model, xs), str(e))
     return Reference(TFLM, lambda xs: run_reference(model, xs))
 
 
@@ -112,16 +146,26 @@ def zero_inputs(model: bytes) -> list[np.ndarray]:
     return out
 
 
-def _quiet(fn: Callable, *args: object) -> object:
-    """Run ``fn`` with the C-level stderr silenced (TFLM logs refusals there)."""
+class _TflmRefused(Exception):
+    pass
+
+
+def _capture_stderr(fn: Callable, *args: object) -> object:
+    """Run ``fn`` with the C-level stderr captured (TFLM logs its refusals there); on an
+    exception raise _TflmRefused carrying the exception and the log."""
     saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
+    with tempfile.TemporaryFile(mode="w+b") as log:
+        os.dup2(log.fileno(), 2)
+        try:
             return fn(*args)
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        except Exception as e:
+            os.dup2(saved, 2)
+            log.seek(0)
+            text = log.read().decode(errors="replace").strip()
+            raise _TflmRefused(f"{type(e).__name__}: {e}" + (f"\n{text}" if text else "")) from e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def assert_equal_exact(got: np.ndarray, want: np.ndarray, label: str = "",

@@ -15,35 +15,42 @@ _PASS_THROUGH_FLOAT = {"QUANTIZE", "DEQUANTIZE"}
 
 
 def check_supported(graph: Graph) -> None:
-    """Raise one ModelError naming every op kiln cannot compile, with the reason."""
-    problems: list[str] = []
+    """Raise one ModelError naming every op kiln cannot compile, with the reason.
+
+    Problems are grouped by op type and reason: "CONV_2D (ops 0, 2: float32 ...): why".
+    """
+    problems: dict[tuple[str, str], list[int]] = {}
     float_ops: list[str] = []
     for layer, op in enumerate(graph.ops):
-        types = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.inputs if t >= 0)
-        out_types = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.outputs)
-        where = f"op {op.index} {op.type} ({types} -> {out_types})"
-        reg = LOWERINGS.get(op.type)
-        if reg is None:
-            problems.append(f"{where}: op not supported")
-            continue
+        ins = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.inputs if t >= 0)
+        outs = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.outputs)
+        signature = f"{ins} -> {outs}"
         activations = [graph.tensor(t) for t in op.inputs + op.outputs
                        if t >= 0 and not graph.tensor(t).is_const]
         if op.type not in _PASS_THROUGH_FLOAT and any(t.dtype == "float32" for t in activations):
             float_ops.append(f"op {op.index} {op.type}")
             continue
+        reg = LOWERINGS.get(op.type)
+        if reg is None:
+            problems.setdefault((op.type, f"{signature}: op not supported"), []).append(op.index)
+            continue
         if reg.check is not None:
             reason = reg.check(LowerCtx(graph=graph, op=op, layer=layer))
             if reason:
-                problems.append(f"{where}: {reason}")
+                problems.setdefault((op.type, f"{signature}: {reason}"), []).append(op.index)
     if float_ops and not problems:
         raise ModelError(
             f"{graph.name} computes in float ({', '.join(float_ops[:3])}"
             f"{', ...' if len(float_ops) > 3 else ''}); kiln compiles int8 models: quantize it "
             "with calibration data (kiln compile MODEL --calibration X.npy, or kiln quantize)")
-    if float_ops:
-        problems += [f"{o}: float activations (quantize the model first)" for o in float_ops]
+    for text in float_ops:
+        problems.setdefault((text.split()[-1], "float activations (quantize the model first)"),
+                            []).append(int(text.split()[1]))
     if problems:
-        raise ModelError(f"{len(problems)} unsupported op(s) in {graph.name}: " + "; ".join(problems))
+        n = sum(len(v) for v in problems.values())
+        parts = [f"{op_type} (op{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))}; {reason})"
+                 for (op_type, reason), idx in problems.items()]
+        raise ModelError(f"{n} op(s) in {graph.name} cannot be compiled: " + "; ".join(parts))
 
 
 def _buffers(graph: Graph, layers: list[EmittedLayer]) -> list[Buffer]:

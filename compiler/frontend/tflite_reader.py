@@ -69,7 +69,8 @@ def parse(data: bytes, name: str = "model") -> Graph:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+    """Accessor name → schema field name: DilationHFactor → dilation_h_factor."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class _Reader:

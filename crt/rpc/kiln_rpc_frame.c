@@ -13,7 +13,8 @@ uint16_t kiln_rpc_crc16(uint16_t crc, const uint8_t *data, size_t n)
         int bit;
         crc = (uint16_t)(crc ^ ((uint16_t)data[i] << 8));
         for (bit = 0; bit < 8; ++bit) {
-            crc = (uint16_t)((crc & 0x8000u) ? ((crc << 1) ^ 0x1021u) : (crc << 1));
+            const uint32_t shifted = (uint32_t)crc << 1;
+            crc = (uint16_t)((crc & 0x8000u) ? (shifted ^ 0x1021u) : shifted);
         }
     }
     return crc;

@@ -1,0 +1,193 @@
+"""The `kiln` command line. Every KilnError becomes one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, KilnError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+
+# Subcommands that live with their own stage (project_gen, quantize, tuning, RPC):
+# each module offers add_parsers(subparsers). Missing modules are skipped.
+_PLUGIN_MODULES = (
+    "kiln.compiler.quantize.cli",
+    "kiln.project_gen.cli_commands",
+    "kiln.project_gen.rpc_cli",
+    "kiln.compiler.tune_cli",
+)
+
+
+# --- inputs ----------------------------------------------------------------------------
+
+def random_inputs(report: dict, seed: int = 0) -> list[np.ndarray]:
+    """Fixed-seed random inputs matching the model's input specs."""
+    rng = np.random.default_rng(seed)
+    xs = []
+    for spec in report["inputs"]:
+        dtype = np.dtype(spec["dtype"])
+        if dtype.kind == "f":
+            xs.append(rng.standard_normal(spec["shape"]).astype(dtype))
+        else:
+            info = np.iinfo(dtype)
+            xs.append(rng.integers(info.min, info.max, size=spec["shape"], endpoint=True).astype(dtype))
+    return xs
+
+
+def read_inputs(paths: list[str]) -> list[np.ndarray]:
+    xs = []
+    for p in paths:
+        try:
+            xs.append(np.load(p, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read input {p}: {e}") from None
+    return xs
+
+
+def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
+    np.savez(path, **{f"output_{i}": o for i, o in enumerate(outputs)})
+
+
+def print_outputs(outputs: list[np.ndarray]) -> None:
+    for i, o in enumerate(outputs):
+        flat = o.reshape(-1)
+        shown = " ".join(str(v) for v in flat[:32]) + (" ..." if flat.size > 32 else "")
+        print(f"output {i} {list(o.shape)} {o.dtype}: {shown}")
+
+
+# --- commands ----------------------------------------------------------------------------
+
+def cmd_info(args) -> int:
+    from . import compile, load
+
+    g = load(args.model)
+    print(f"model {g.name}  sha256 {g.sha256[:16]}  {len(g.ops)} ops, {len(g.tensors)} tensors")
+    for role, ids in (("input", g.inputs), ("output", g.outputs)):
+        for tid in ids:
+            t = g.tensor(tid)
+            q = f" scale={t.quant.scale[0]:.6g} zp={t.quant.zero_point[0]}" if t.quant is not None else ""
+            print(f"  {role:6} {t.name} {list(t.shape)} {t.dtype}{q}")
+    try:
+        art = compile(g, board="host")
+    except KilnError as e:
+        counts: dict[str, int] = {}
+        for op in g.ops:
+            counts[op.type] = counts.get(op.type, 0) + 1
+        print("  ops: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())))
+        print(f"  not compilable as is: {e}")
+        return EXIT_OK
+    r = art.report
+    print(f"{'#':>3} {'op':<22} {'kernel':<26} {'output shape':<18} {'MACs':>10}")
+    for op in r["ops"]:
+        out = r["tensors"][op["outputs"][0]]
+        print(f"{op['index']:>3} {op['type']:<22} {op['kernel']:<26} {str(out['shape']):<18} {op['macs']:>10,}")
+    total_macs = sum(op["macs"] for op in r["ops"])
+    print(f"MACs {total_macs:,}  weights {r['weights_bytes']:,} B  arena {r['arena_bytes']:,} B "
+          f"(live-tensor lower bound {r['arena_lower_bound_bytes']:,} B, scratch {r['scratch_bytes']:,} B)")
+    return EXIT_OK
+
+
+def _load_for_compile(args):
+    from . import load
+
+    g = load(args.model)
+    calibration = getattr(args, "calibration", None)
+    if calibration:
+        from .quantize.cli import quantize_for_compile
+
+        g = quantize_for_compile(g, args)
+    return g
+
+
+def cmd_compile(args) -> int:
+    from . import compile
+
+    g = _load_for_compile(args)
+    art = compile(g, board=args.board, tuning_records=args.tuning_records)
+    out = art.save(args.output, force=args.force)
+    r = art.report
+    print(f"wrote {', '.join(sorted(art.files))} to {out}")
+    print(f"arena {r['arena_bytes']:,} B (lower bound {r['arena_lower_bound_bytes']:,} B), "
+          f"weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
+    return EXIT_OK
+
+
+def cmd_run_host(args) -> int:
+    from . import compile
+
+    g = _load_for_compile(args)
+    art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None))
+    xs = read_inputs(args.input) if args.input else random_inputs(art.report)
+    outputs = art.run(*xs)
+    print_outputs(outputs)
+    if args.output:
+        write_outputs(args.output, outputs)
+        print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a .tflite model, or a project directory")
+    p.add_argument("--board", default="host")
+    p.add_argument("--input", action="append", default=[], metavar="X.npy",
+                   help="an input array (repeat per model input); default: fixed-seed random")
+    p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")
+    p.add_argument("--tuning-records", metavar="F")
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    parser = argparse.ArgumentParser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
+    parser.add_argument("--version", action="version", version="kiln 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("info", help="ops, shapes, MACs, weight bytes, arena estimate")
+    p.add_argument("model")
+    p.set_defaults(handler=cmd_info)
+
+    p = sub.add_parser("compile", help="compile a model to C sources and kiln.json")
+    p.add_argument("model")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("--board", default="host")
+    p.add_argument("--calibration", metavar="FILE.npy|DIR", help="quantize a float model first")
+    p.add_argument("--tuning-records", metavar="F")
+    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    p.set_defaults(handler=cmd_compile)
+
+    p = sub.add_parser("run", help="run a model (host, QEMU or a board) and print its outputs")
+    add_run_arguments(p)
+    p.set_defaults(handler=cmd_run_host)
+    return parser, sub
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, sub = build_parser()
+    for name in _PLUGIN_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):
+                continue
+            raise
+        module.add_parsers(sub)
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return int(args.handler(args) or 0)
+    except KilnError as e:
+        print(f"kiln: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("kiln: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

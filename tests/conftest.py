@@ -1,0 +1,43 @@
+"""Shared fixtures: where the real models live, and skips with a reason when they don't."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+MLPERF_INT8 = ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"]
+
+
+def models_root() -> Path:
+    """../shared/models next to the repo, or $KILN_MODELS."""
+    return Path(os.environ.get("KILN_MODELS", REPO.parent / "shared" / "models"))
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    root = models_root()
+    if not root.is_dir():
+        pytest.skip(f"test models not found at {root} (set KILN_MODELS to the shared/models folder)")
+    return root
+
+
+def model_path(name: str) -> Path:
+    """Path of a shared model by file stem; skips the test if it is missing."""
+    root = models_root()
+    for sub in ("mlperf_tiny", "digits"):
+        p = root / sub / f"{name}.tflite"
+        if p.exists():
+            return p
+    pytest.skip(f"model {name}.tflite not found under {root} (set KILN_MODELS)")
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not installed (make setup installs it)")
+    return path
