@@ -8,6 +8,7 @@ from .artifact import Artifact
 from .codegen import generate, weights_bytes
 from .errors import BoardError
 from .ir import Graph
+from .memory_plan import lower_bound
 from .passes import optimize
 from .paths import boards_dir
 
@@ -44,6 +45,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:
         "outputs": [_tensor_io(g, t) for t in g.outputs],
         "arena_bytes": plan.arena_bytes,
         "arena_lower_bound_bytes": plan.lower_bound,
+        "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,

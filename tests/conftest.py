@@ -41,3 +41,13 @@ def require_tool(name: str) -> str:
     if path is None:
         pytest.skip(f"{name} not installed (make setup installs it)")
     return path
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-snapshots", action="store_true",
+                     help="rewrite tests/snapshots/ from the current code generator")
+
+
+@pytest.fixture
+def update_snapshots(request) -> bool:
+    return bool(request.config.getoption("--update-snapshots"))

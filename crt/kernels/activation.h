@@ -1,7 +1,43 @@
-/* activation.h - (kernels being written) */
+/*
+ * activation.h - int8 activations: SOFTMAX, and a 256-entry lookup table
+ * kernel for the unary ones (LOGISTIC, TANH, RELU, RELU6, LEAKY_RELU,
+ * HARD_SWISH; also QUANTIZE int8 -> int8).
+ *
+ * The compiler fills the tables by running TFLM's integer arithmetic for
+ * every one of the 256 int8 inputs, so the table kernel is bit-exact with
+ * TFLM's reference kernels by construction and the tests compare all 256.
+ */
 #ifndef KILN_ACTIVATION_H
 #define KILN_ACTIVATION_H
 
 #include "kiln_types.h"
+
+/* Unary int8 -> int8 through a table: output[i] = table[input[i] + 128]. */
+typedef struct {
+    const int8_t *table;       /* 256 entries, table[0] for input -128 */
+} kiln_lut_params_t;
+
+/* input and output hold the same number of elements (dims may differ by a
+ * reshape); input may equal output (in place). */
+kiln_status_t kiln_lut_s8(const kiln_lut_params_t *params,
+                          const kiln_dims_t *input_dims, const int8_t *input,
+                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* SOFTMAX along the innermost (c) dim, int8 in, int8 out with scale 1/256 and
+ * zero point -128, as TFLM's reference_ops::Softmax (gemmlowp fixed point).
+ *
+ * Per row: d = max(row) - x in [0, 255]. exp_table[d] is TFLM's
+ * exp_on_negative_values(-d * beta * input_scale) in Q0.31, precomputed by the
+ * compiler from the input multiplier, and 0 where -d is below TFLM's diff_min
+ * (those inputs are skipped and give -128). The row sum is kept in Q12.19
+ * (each term <= 2^19, so rows up to 4096 long cannot overflow the uint32
+ * accumulator); its reciprocal is gemmlowp's Newton-Raphson 1/(1+x). */
+typedef struct {
+    const int32_t *exp_table;  /* 256 entries in Q0.31, indexed by max(row) - x */
+} kiln_softmax_params_t;
+
+kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
+                              const kiln_dims_t *input_dims, const int8_t *input,
+                              const kiln_dims_t *output_dims, int8_t *output);
 
 #endif /* KILN_ACTIVATION_H */

@@ -1,7 +1,77 @@
-/* elementwise.h - (kernels being written) */
+/*
+ * elementwise.h - int8 binary elementwise ops: ADD, SUB, MUL, MAXIMUM, MINIMUM.
+ *
+ * Bit-exact with TFLM's reference kernels (reference_integer_ops::Add/Mul,
+ * reference_ops::Sub, MaximumMinimumBroadcastSlow).
+ *
+ * Broadcasting: every kernel takes the dims of both inputs and of the output
+ * (NHWC, lower ranks padded with leading 1s). An input dim equals the output
+ * dim or is 1 (broadcast); anything else returns KILN_ERR_ARG. The compiler
+ * collapses adjacent dims that broadcast the same way before calling, so the
+ * innermost (c) run is as long as possible; a kernel reads its inputs through
+ * per-dim strides of 0 (broadcast) or the input's own stride.
+ *
+ * Values: inputs and output int8, any zero point in [-128, 127].
+ */
 #ifndef KILN_ELEMENTWISE_H
 #define KILN_ELEMENTWISE_H
 
 #include "kiln_types.h"
+
+/* ADD and SUB. Both inputs are brought to a common scale, twice the larger
+ * input scale, with `left_shift` (20) bits of headroom, added (subtracted) and
+ * rescaled to the output:
+ *   a = requant((x1 + input1_offset) << left_shift, input1)
+ *   b = requant((x2 + input2_offset) << left_shift, input2)
+ *   y = clamp(requant(a +/- b, output) + output_offset, activation)
+ * All three multipliers are below one: shifts in [-31, 0]. */
+typedef struct {
+    int32_t input1_offset;        /* -input1 zero point, in [-127, 128] */
+    int32_t input2_offset;        /* -input2 zero point, in [-127, 128] */
+    int32_t output_offset;        /* output zero point, in [-128, 127] */
+    int32_t left_shift;           /* headroom bits, in [0, 22]; TFLM uses 20 for int8 */
+    kiln_requant_t input1;        /* input1 scale / (2 * max input scale) */
+    kiln_requant_t input2;        /* input2 scale / (2 * max input scale) */
+    kiln_requant_t output;        /* 2 * max input scale / (2^left_shift * output scale) */
+    kiln_activation_t activation; /* fused activation clamp, int8 domain */
+} kiln_add_params_t;
+
+kiln_status_t kiln_add_s8(const kiln_add_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* SUB: same parameters as ADD; y = x1 - x2. */
+kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* MUL: y = clamp(requant((x1 + input1_offset) * (x2 + input2_offset), output)
+ *                + output_offset, activation).
+ * output is input1 scale * input2 scale / output scale; its shift may be
+ * positive (a multiplier above one), in [-31, 30]. */
+typedef struct {
+    int32_t input1_offset;        /* -input1 zero point, in [-127, 128] */
+    int32_t input2_offset;        /* -input2 zero point, in [-127, 128] */
+    int32_t output_offset;        /* output zero point, in [-128, 127] */
+    kiln_requant_t output;
+    kiln_activation_t activation;
+} kiln_mul_params_t;
+
+kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* MAXIMUM / MINIMUM on the raw int8 values. Like TFLM, no rescaling: the
+ * converter gives both inputs and the output the same quantization. */
+kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output);
 
 #endif /* KILN_ELEMENTWISE_H */

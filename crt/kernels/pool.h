@@ -1,7 +1,40 @@
-/* pool.h - (kernels being written) */
+/*
+ * pool.h - int8 2-D pooling: AVERAGE_POOL_2D and MAX_POOL_2D.
+ *
+ * Layouts: input and output NHWC int8, the same batch and channel count.
+ * Pooling keeps the quantization (TFLite requires input and output to share
+ * scale and zero point), so both kernels work on the raw int8 values: no
+ * offsets, no requantization, only the fused activation clamp.
+ *
+ * Window placement follows TFLite: output pixel (y, x) covers input rows
+ * y * stride.h - padding.h .. + filter.h - 1 (likewise columns), clipped to
+ * the input. Padded positions are not counted: they neither enter the max nor
+ * the average's divisor.
+ */
 #ifndef KILN_POOL_H
 #define KILN_POOL_H
 
 #include "kiln_types.h"
+
+typedef struct {
+    kiln_tile_t stride;            /* >= 1 */
+    kiln_tile_t padding;           /* rows/columns of padding before the input, >= 0 */
+    kiln_tile_t filter;            /* window size, >= 1; filter.h * filter.w <= 2^24 */
+    kiln_activation_t activation;  /* clamp range, -128 <= min <= max <= 127 */
+} kiln_pool_params_t;
+
+/* AVERAGE_POOL_2D: each output is the sum of the window's valid inputs divided
+ * by their count, rounded half away from zero, then clamped to the activation.
+ * Returns KILN_ERR_ARG on a bad shape or parameter, or when a window holds no
+ * input at all (TFLite fails the same way). */
+kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
+                              const kiln_dims_t *input_dims, const int8_t *input,
+                              const kiln_dims_t *output_dims, int8_t *output);
+
+/* MAX_POOL_2D: the window's largest valid input (-128 if the window is empty),
+ * clamped to the activation. */
+kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,
+                              const kiln_dims_t *input_dims, const int8_t *input,
+                              const kiln_dims_t *output_dims, int8_t *output);
 
 #endif /* KILN_POOL_H */

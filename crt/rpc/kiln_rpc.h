@@ -4,8 +4,7 @@
  * The firmware main of host-driven mode is
  *
  *     kiln_platform_init();
- *     kiln_rpc_serve();
- *     kiln_platform_exit(0);
+ *     return kiln_rpc_serve();   (or: kiln_rpc_serve(); kiln_platform_exit(0);)
  *
  * kiln_rpc_serve() announces itself with a BOOT frame, then reads requests
  * from kiln_platform_getc() and answers through kiln_platform_putc() until the
@@ -16,7 +15,8 @@
 #ifndef KILN_RPC_H
 #define KILN_RPC_H
 
-/* Serve RPC requests; returns only after a RESET request with mode 1. */
-void kiln_rpc_serve(void);
+/* Serve RPC requests; returns only after a RESET request with mode 1, and then
+ * returns 0 (an exit code for main). */
+int kiln_rpc_serve(void);
 
 #endif /* KILN_RPC_H */

@@ -15,15 +15,8 @@
 #include "model.h"
 #include "platform.h"
 
-/* Board identity and build id come from the project generator's kiln_config.h. */
-#if defined(__has_include)
-#if __has_include("kiln_config.h")
-#include "kiln_config.h"
-#endif
-#else
-#include "kiln_config.h"
-#endif
-
+/* kiln_rpc_config.h (through kiln_rpc_wire.h) brought in kiln_config.h and
+ * kiln_board.h where the project has them; defaults for what they leave out: */
 #ifndef KILN_BOARD_NAME
 #define KILN_BOARD_NAME "unknown"
 #endif
@@ -253,7 +246,7 @@ static void kiln_rpc_send_small(uint8_t cmd, uint16_t seq, uint8_t value)
 /* ---- commands ------------------------------------------------------------ */
 
 /* Identity block (after the status byte): see README.md "HELLO / INFO / BOOT".
- * At most 27 + 4 * (1 + KILN_RPC_MAX_STRING) = 223 bytes. */
+ * At most 26 + 4 * (1 + KILN_RPC_MAX_STRING) = 222 bytes. */
 static uint8_t *kiln_rpc_identity(const kiln_rpc_server_t *s, uint8_t *p)
 {
     uint8_t flags = 0;
@@ -411,6 +404,16 @@ static int kiln_rpc_profile(uint16_t first, uint16_t count, uint16_t warmup, uin
     return rc == 0 ? KILN_RPC_OK : KILN_RPC_ERR_MODEL;
 }
 
+/* 1 <= repeat <= KILN_RPC_MAX_REPEAT and warmup <= KILN_RPC_MAX_REPEAT (a
+ * variable, not the macro, so that the default limit raises no always-true
+ * comparison warnings). */
+static const uint32_t kiln_rpc_max_repeat = KILN_RPC_MAX_REPEAT;
+
+static int kiln_rpc_counts_ok(uint32_t repeat, uint32_t warmup)
+{
+    return repeat >= 1u && repeat <= kiln_rpc_max_repeat && warmup <= kiln_rpc_max_repeat;
+}
+
 static int kiln_rpc_is_long(uint8_t cmd)
 {
     return cmd == KILN_RPC_CMD_RUN || cmd == KILN_RPC_CMD_TIME || cmd == KILN_RPC_CMD_PROFILE ||
@@ -551,7 +554,7 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
             return KILN_RPC_ERR_LENGTH;
         }
         repeat = kiln_rd32(in + 4);
-        if (repeat == 0) {
+        if (!kiln_rpc_counts_ok(repeat, kiln_rd16(in))) {
             return KILN_RPC_ERR_ARG;
         }
         st = kiln_rpc_time(kiln_rpc_run_model, NULL, kiln_rd16(in), repeat, &out);
@@ -564,6 +567,9 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         int st;
         if (n != 6) {
             return KILN_RPC_ERR_LENGTH;
+        }
+        if (!kiln_rpc_counts_ok(1, kiln_rd16(in + 4))) {
+            return KILN_RPC_ERR_ARG;
         }
         st = kiln_rpc_profile(kiln_rd16(in), kiln_rd16(in + 2), kiln_rd16(in + 4), &out);
         *end = out;
@@ -627,7 +633,7 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         }
         v = &kiln_tune_variants[kiln_rd16(in)];
         repeat = kiln_rd32(in + 4);
-        if (repeat == 0 || v->run == NULL) {
+        if (!kiln_rpc_counts_ok(repeat, kiln_rd16(in + 2)) || v->run == NULL) {
             return KILN_RPC_ERR_ARG;
         }
         for (i = 0; i < v->num_buffers && i < KILN_TUNE_MAX_BUFFERS; ++i) {
@@ -739,7 +745,7 @@ int kiln_rpc_server_push(kiln_rpc_server_t *s, uint8_t byte)
     return exit_after ? KILN_RPC_SERVE_EXIT : KILN_RPC_SERVE_CONTINUE;
 }
 
-void kiln_rpc_serve(void)
+int kiln_rpc_serve(void)
 {
     static kiln_rpc_server_t server;
     kiln_rpc_server_init(&server);
@@ -747,7 +753,7 @@ void kiln_rpc_serve(void)
     for (;;) {
         const int c = kiln_platform_getc();
         if (c >= 0 && kiln_rpc_server_push(&server, (uint8_t)c) == KILN_RPC_SERVE_EXIT) {
-            return;
+            return 0;
         }
     }
 }

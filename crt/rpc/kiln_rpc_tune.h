@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "kiln_rpc_config.h"
+
 #define KILN_TUNE_BUFFER_OUTPUT 0x01u /* the host reads it; otherwise it writes it */
 #define KILN_TUNE_MAX_BUFFERS 8u      /* buffers per variant the protocol can describe */
 

@@ -20,6 +20,8 @@
 #ifndef KILN_RPC_WIRE_H
 #define KILN_RPC_WIRE_H
 
+#include "kiln_rpc_config.h"
+
 #define KILN_RPC_PROTOCOL_VERSION 1u
 #define KILN_RPC_MAGIC "KILN"
 
@@ -33,6 +35,12 @@
 #define KILN_RPC_HEADER_BYTES 5u
 #define KILN_RPC_CRC_BYTES 2u
 #define KILN_RPC_BODY_MAX (KILN_RPC_HEADER_BYTES + KILN_RPC_MAX_PAYLOAD + KILN_RPC_CRC_BYTES)
+
+/* Largest repeat (and warm-up) count TIME and TUNE_RUN accept; larger is
+ * KILN_RPC_ERR_ARG. The fuzzer lowers it so that no input runs for minutes. */
+#ifndef KILN_RPC_MAX_REPEAT
+#define KILN_RPC_MAX_REPEAT 0xFFFFFFFFu
+#endif
 
 /* Identity strings (board, build id, model name, model hash) are cut to this. */
 #define KILN_RPC_MAX_STRING 48u

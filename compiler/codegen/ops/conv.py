@@ -1,1 +1,476 @@
-"""Lowerings: conv ops (being written)."""
+"""Lowerings: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV (int8).
+
+Every parameter the kernels need is derived here, at compile time, exactly as
+tflite-micro's Prepare() derives it (kernels/conv_common.cc,
+depthwise_conv_common.cc, fully_connected_common.cc, transpose_conv.cc and
+kernel_util.cc's PopulateConvolutionQuantizationParams):
+
+- padding: TFLite's ComputePaddingHeightWidth (padding before = total // 2);
+- multipliers: per output channel, input_scale * filter_scale / output_scale in
+  double from the float32 scales; except per-tensor FULLY_CONNECTED, whose
+  product input_scale * filter_scale is rounded to float32 first;
+- CONV_2D and FULLY_CONNECTED get a folded bias (bias + input_offset * sum of
+  the filter row, see crt/kernels/conv.h), so their inner loop is a plain int8
+  dot product.
+
+The variant choice and its scratch size come from one function per op
+(`conv2d_variant`), which tests pin against the C `_get_buffer_size`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir import Tensor
+from ...numerics import quantize_multiplier
+from ..lowering import (LayerCode, LowerCtx, c_dims, fused_range, lowering,
+                        per_channel_multipliers, qparams)
+
+_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+_INT32_MAX = (1 << 31) - 1
+
+
+# --- geometry ------------------------------------------------------------------------
+
+def _c_div(a: int, b: int) -> int:
+    """C integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def out_size(padding: str, in_size: int, k: int, stride: int, dilation: int) -> int:
+    """TFLite's ComputeOutSize."""
+    eff = (k - 1) * dilation + 1
+    if padding == "SAME":
+        return _c_div(in_size + stride - 1, stride)
+    return _c_div(in_size + stride - eff, stride)
+
+
+def pad_before(padding: str, in_size: int, k: int, stride: int, dilation: int) -> int:
+    """TFLite's ComputePaddingHeightWidth for one axis: the padding before (top/left)."""
+    out = out_size(padding, in_size, k, stride, dilation)
+    eff = (k - 1) * dilation + 1
+    total = max(0, (out - 1) * stride + eff - in_size)
+    return total // 2
+
+
+@dataclass
+class ConvGeometry:
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int]        # before (top, left)
+    padding_name: str
+
+
+def _geometry(ctx: LowerCtx, in_hw: tuple[int, int], k_hw: tuple[int, int],
+              dilated: bool = True) -> ConvGeometry:
+    o = ctx.op.options
+    stride = (int(o.get("stride_h", 1)), int(o.get("stride_w", 1)))
+    dilation = ((int(o.get("dilation_h_factor", 1)), int(o.get("dilation_w_factor", 1)))
+                if dilated else (1, 1))
+    name = o.get("padding", "VALID")
+    pad = tuple(pad_before(name, in_hw[i], k_hw[i], stride[i], dilation[i]) for i in range(2))
+    return ConvGeometry(stride, dilation, pad, name)  # type: ignore[arg-type]
+
+
+def conv2d_variant(filter_shape: tuple[int, ...], in_channels: int,
+                   padding: tuple[int, int]) -> tuple[str, int]:
+    """(kernel, scratch bytes) for a CONV_2D; the C twin of the size is
+    kiln_conv2d_s8_get_buffer_size."""
+    _, kh, kw, fc = filter_shape
+    if kh == 1 and kw == 1 and fc == in_channels and padding == (0, 0):
+        return "kiln_conv2d_1x1_s8", 0
+    return "kiln_conv2d_s8", kh * kw * fc
+
+
+# --- checks shared by the four ops -----------------------------------------------------
+
+def _check_common(ctx: LowerCtx, x: Tensor | None, w: Tensor | None, b: Tensor | None,
+                  rank: int | None) -> str | None:
+    y = ctx.output(0)
+    if x is None or w is None:
+        return "missing input or filter tensor"
+    if x.dtype != "int8" or y.dtype != "int8":
+        return f"only int8 activations are supported (got {x.dtype} -> {y.dtype})"
+    if w.dtype != "int8":
+        return f"only int8 weights are supported (got {w.dtype})"
+    if not w.is_const:
+        return "the filter must be a constant tensor"
+    if b is not None and (b.dtype != "int32" or not b.is_const):
+        return f"the bias must be a constant int32 tensor (got {b.dtype}" \
+               f"{'' if b.is_const else ', not constant'})"
+    for t in (x, y, w):
+        if t.size == 0:
+            return f"tensor {t.name} {list(t.shape)} is empty"
+        if t.quant is None:
+            return f"tensor {t.name} is not quantized"
+    if x.quant.per_channel or y.quant.per_channel:
+        return "per-channel quantized activations are not supported"
+    if rank is not None and (len(x.shape) != rank or len(y.shape) != rank or len(w.shape) != rank):
+        return f"expected rank-{rank} input, filter and output, got {len(x.shape)}, " \
+               f"{len(w.shape)}, {len(y.shape)}"
+    act = ctx.op.options.get("fused_activation_function", "NONE")
+    if act not in _ACTIVATIONS:
+        return f"fused activation {act} is not supported"
+    return None
+
+
+def _check_spatial(ctx: LowerCtx, x: Tensor, w: Tensor, y: Tensor, dilated: bool) -> str | None:
+    o = ctx.op.options
+    if o.get("padding", "VALID") not in ("SAME", "VALID"):
+        return f"padding {o.get('padding')} is not supported"
+    keys = ("stride_h", "stride_w") + (("dilation_h_factor", "dilation_w_factor") if dilated else ())
+    for key in keys:
+        if int(o.get(key, 1)) < 1:
+            return f"{key} = {o.get(key)} (must be >= 1)"
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]), dilated)
+    want = tuple(out_size(g.padding_name, x.shape[1 + i], w.shape[1 + i], g.stride[i],
+                          g.dilation[i]) for i in range(2))
+    if (y.shape[1], y.shape[2]) != want:
+        return f"output {y.shape[1]}x{y.shape[2]} does not match the {g.padding_name} " \
+               f"output size {want[0]}x{want[1]}"
+    if x.shape[0] != y.shape[0]:
+        return f"batch {x.shape[0]} -> {y.shape[0]}"
+    return None
+
+
+def _check_scales(w: Tensor, channels: int) -> str | None:
+    n = w.quant.scale.size
+    if n != 1 and n != channels:
+        return f"filter has {n} scales for {channels} output channels"
+    return None
+
+
+def _multipliers(x: Tensor, w: Tensor, y: Tensor, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    mult, shift = per_channel_multipliers(qparams(x)[0], w.quant.scale, qparams(y)[0], channels)
+    return mult, shift
+
+
+def _check_shifts(shift: np.ndarray) -> str | None:
+    if shift.size and int(shift.max()) > 30:
+        return "effective output scale >= 2^30 (input_scale * filter_scale / output_scale)"
+    return None
+
+
+def _check_accumulator(bias: np.ndarray, abs_weight_sums: np.ndarray, what: str) -> str | None:
+    """Worst case |bias| + 256 * sum|w| per channel must fit int32: this bounds TFLM's
+    accumulator (|input + input_offset| <= 255) and kiln's folded one (|input| <= 128,
+    |input_offset * sum w| <= 128 * sum|w|)."""
+    worst = np.abs(bias.astype(np.int64)) + 256 * abs_weight_sums.astype(np.int64)
+    if worst.size and int(worst.max()) > _INT32_MAX:
+        return f"{what}: the int32 accumulator could overflow (worst case {int(worst.max())})"
+    return None
+
+
+def _bias_values(b: Tensor | None, n: int) -> np.ndarray:
+    if b is None:
+        return np.zeros(n, dtype=np.int64)
+    return b.data.reshape(-1).astype(np.int64)
+
+
+def _act_name(ctx: LowerCtx) -> str:
+    act = ctx.op.options.get("fused_activation_function", "NONE")
+    return "" if act == "NONE" else f", {act}"
+
+
+def _conv_params_c(type_name: str, g: ConvGeometry, x: Tensor, y: Tensor,
+                   act: tuple[int, int], depth_multiplier: int | None = None) -> str:
+    fields = [f".stride = {{{g.stride[0]}, {g.stride[1]}}}, "
+              f".padding = {{{g.padding[0]}, {g.padding[1]}}}, "
+              f".dilation = {{{g.dilation[0]}, {g.dilation[1]}}},",
+              f".input_offset = {-qparams(x)[1]}, .output_offset = {qparams(y)[1]}, "
+              f".activation = {{{act[0]}, {act[1]}}},"]
+    if depth_multiplier is None:
+        body = [f"    {f}" for f in fields]
+    else:
+        body = ["    .conv = {"] + [f"        {f}" for f in fields] + \
+               ["    },", f"    .depth_multiplier = {depth_multiplier},"]
+    return "\n".join([f"static const {type_name} params = {{"] + body + ["};"])
+
+
+def _call(kernel: str, *arg_lines: str) -> str:
+    """`return kernel(...);` with one (dims, data) pair per line, aligned on the paren."""
+    head = f"return {kernel}("
+    pad = " " * len(head)
+    return head + f",\n{pad}".join(arg_lines) + ");"
+
+
+def _quant_c(ctx: LowerCtx, mult: np.ndarray, shift: np.ndarray) -> str:
+    m = ctx.const("multiplier", mult, "int32_t", "per-channel requantization multipliers")
+    s = ctx.const("shift", shift, "int32_t", "per-channel requantization shifts")
+    return f"static const kiln_per_channel_requant_t quant = {{{m}, {s}}};"
+
+
+# --- CONV_2D ---------------------------------------------------------------------------
+
+def _conv2d_check(ctx: LowerCtx) -> str | None:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    reason = _check_common(ctx, x, w, b, rank=4)
+    if reason:
+        return reason
+    out_c = y.shape[3]
+    if w.shape[0] != out_c:
+        return f"filter has {w.shape[0]} output channels, output {out_c}"
+    if x.shape[3] % w.shape[3] != 0 or out_c % (x.shape[3] // w.shape[3]) != 0:
+        return f"input channels {x.shape[3]} are not a whole number of groups of {w.shape[3]} " \
+               f"dividing {out_c} output channels"
+    if b is not None and b.size != out_c:
+        return f"bias has {b.size} values for {out_c} output channels"
+    reason = _check_spatial(ctx, x, w, y, dilated=True) or _check_scales(w, out_c)
+    if reason:
+        return reason
+    reason = _check_shifts(_multipliers(x, w, y, out_c)[1])
+    if reason:
+        return reason
+    abs_sums = np.abs(w.data.astype(np.int64)).reshape(out_c, -1).sum(axis=1)
+    return _check_accumulator(_bias_values(b, out_c), abs_sums, "CONV_2D")
+
+
+@lowering("CONV_2D", check=_conv2d_check)
+def lower_conv2d(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    out_c = y.shape[3]
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    act = fused_range(ctx, y)
+    mult, shift = _multipliers(x, w, y, out_c)
+    input_offset = -qparams(x)[1]
+    # Folded bias: bias + input_offset * sum of the filter row (padding reads as the zero
+    # point in the kernel, so this holds at the borders).
+    weights = w.data.astype(np.int64).reshape(out_c, -1)
+    folded = _bias_values(b, out_c) + input_offset * weights.sum(axis=1)
+    kernel, scratch = conv2d_variant(tuple(w.shape), x.shape[3], g.padding)
+    bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
+                          "bias + input_offset * sum(filter row)")
+    lines = [
+        _conv_params_c("kiln_conv_params_t", g, x, y, act),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+    ]
+    args = ["&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+            f"&filter_dims, {ctx.ptr(w)}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
+    if scratch:
+        lines.append(f"const kiln_context_t ctx = {{scratch, {scratch}}};")
+        args[0] = "&ctx, " + args[0]
+    lines.append(_call(kernel, *args))
+    groups = x.shape[3] // w.shape[3]
+    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2] * w.shape[3]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
+               f"dilation {g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding "
+               f"(top {g.padding[0]}, left {g.padding[1]})"
+               f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
+                     summary=summary)
+
+
+# --- DEPTHWISE_CONV_2D -----------------------------------------------------------------
+
+def _dwconv_check(ctx: LowerCtx) -> str | None:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    reason = _check_common(ctx, x, w, b, rank=4)
+    if reason:
+        return reason
+    mult = int(ctx.op.options.get("depth_multiplier", 1))
+    out_c = y.shape[3]
+    if w.shape[0] != 1 or w.shape[3] != out_c:
+        return f"filter shape {list(w.shape)} does not match {out_c} output channels"
+    if mult < 1 or out_c != x.shape[3] * mult:
+        return f"output channels {out_c} != input channels {x.shape[3]} * depth_multiplier {mult}"
+    if b is not None and b.size != out_c:
+        return f"bias has {b.size} values for {out_c} output channels"
+    reason = _check_spatial(ctx, x, w, y, dilated=True) or _check_scales(w, out_c)
+    if reason:
+        return reason
+    reason = _check_shifts(_multipliers(x, w, y, out_c)[1])
+    if reason:
+        return reason
+    abs_sums = np.abs(w.data.astype(np.int64)).reshape(-1, out_c).sum(axis=0)
+    return _check_accumulator(_bias_values(b, out_c), abs_sums, "DEPTHWISE_CONV_2D")
+
+
+@lowering("DEPTHWISE_CONV_2D", check=_dwconv_check)
+def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    out_c = y.shape[3]
+    mult_opt = int(ctx.op.options.get("depth_multiplier", 1))
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    act = fused_range(ctx, y)
+    mult, shift = _multipliers(x, w, y, out_c)
+    kernel = "kiln_dwconv2d_s8"
+    lines = [
+        _conv_params_c("kiln_dwconv_params_t", g, x, y, act,
+                       depth_multiplier=mult_opt),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {ctx.ptr(b) if b is not None else 'NULL'}",
+              f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
+               f"stride {g.stride[0]}x{g.stride[1]}, dilation {g.dilation[0]}x{g.dilation[1]}, "
+               f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
+               f"{_act_name(ctx)}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary)
+
+
+# --- FULLY_CONNECTED -------------------------------------------------------------------
+
+@dataclass
+class _FcShape:
+    batches: int
+    depth: int
+    units: int
+
+
+def _fc_shape(x: Tensor, w: Tensor) -> _FcShape:
+    depth = int(w.shape[-1])
+    return _FcShape(batches=x.size // depth if depth else 0, depth=depth, units=int(w.shape[0]))
+
+
+def _fc_quant(x: Tensor, w: Tensor, y: Tensor, units: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(multipliers, shifts, filter_offset) as TFLM's CalculateOpDataFullyConnected."""
+    if w.quant.per_channel:
+        mult, shift = _multipliers(x, w, y, units)
+        return mult, shift, 0       # TFLM's per-channel kernel ignores the zero point
+    x_scale, w_scale, y_scale = qparams(x)[0], qparams(w)[0], qparams(y)[0]
+    # GetQuantizedConvolutionMultipler: the product is taken in float32.
+    real = float(np.float32(x_scale) * np.float32(w_scale)) / float(np.float32(y_scale))
+    m, s = quantize_multiplier(real)
+    return (np.full(units, m, dtype=np.int32), np.full(units, s, dtype=np.int32),
+            -qparams(w)[1])
+
+
+def _fc_check(ctx: LowerCtx) -> str | None:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    reason = _check_common(ctx, x, w, b, rank=None)
+    if reason:
+        return reason
+    o = ctx.op.options
+    if int(o.get("weights_format", 0)) != 0:
+        return "shuffled weights (weights_format SHUFFLED4x16INT8) are not supported"
+    if len(w.shape) != 2:
+        return f"expected a 2-D filter, got {list(w.shape)}"
+    s = _fc_shape(x, w)
+    if s.depth == 0 or x.size % s.depth != 0:
+        return f"input of {x.size} values is not a whole number of rows of {s.depth}"
+    if y.shape[-1] != s.units or y.size != s.batches * s.units:
+        return f"output {list(y.shape)} != {s.batches} rows of {s.units} units"
+    if w.quant.per_channel:
+        if w.quant.scale.size != s.units:
+            return f"filter has {w.quant.scale.size} scales for {s.units} units"
+    if b is not None and b.size != s.units:
+        return f"bias has {b.size} values for {s.units} units"
+    mult, shift, w_off = _fc_quant(x, w, y, s.units)
+    reason = _check_shifts(shift)
+    if reason:
+        return reason
+    abs_sums = np.abs(w.data.astype(np.int64) + w_off).sum(axis=1) + \
+        np.abs(w.data.astype(np.int64)).sum(axis=1) + abs(w_off) * s.depth
+    return _check_accumulator(_bias_values(b, s.units), abs_sums, "FULLY_CONNECTED")
+
+
+@lowering("FULLY_CONNECTED", check=_fc_check)
+def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    s = _fc_shape(x, w)
+    act = fused_range(ctx, y)
+    mult, shift, w_off = _fc_quant(x, w, y, s.units)
+    input_offset = -qparams(x)[1]
+    weights = w.data.astype(np.int64)
+    folded = _bias_values(b, s.units) + input_offset * (weights + w_off).sum(axis=1)
+    bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
+                          "bias + input_offset * sum(filter row + filter_offset)")
+    kernel = "kiln_fully_connected_s8"
+    lines = [
+        "static const kiln_fc_params_t params = {",
+        f"    .input_offset = {input_offset}, .filter_offset = {w_off}, "
+        f".output_offset = {qparams(y)[1]},",
+        f"    .activation = {{{act[0]}, {act[1]}}},",
+        "};",
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {{{s.batches}, 1, 1, {s.depth}}};",
+        f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
+        f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    kind = "per-channel" if w.quant.per_channel else "per-tensor"
+    summary = f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=s.batches * s.depth * s.units,
+                     summary=summary)
+
+
+# --- TRANSPOSE_CONV --------------------------------------------------------------------
+
+def _tconv_tensors(ctx: LowerCtx) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor]:
+    # inputs: output_shape, weights (OHWI), input, optional bias
+    return ctx.input(2), ctx.input(1), ctx.input(3), ctx.output(0)
+
+
+def _tconv_geometry(ctx: LowerCtx, y: Tensor, w: Tensor) -> ConvGeometry:
+    # TFLM pads as if convolving the output down to the input (dilation 1).
+    return _geometry(ctx, (y.shape[1], y.shape[2]), (w.shape[1], w.shape[2]), dilated=False)
+
+
+def _tconv_check(ctx: LowerCtx) -> str | None:
+    x, w, b, y = _tconv_tensors(ctx)
+    reason = _check_common(ctx, x, w, b, rank=4)
+    if reason:
+        return reason
+    o = ctx.op.options
+    if o.get("padding", "VALID") not in ("SAME", "VALID"):
+        return f"padding {o.get('padding')} is not supported"
+    if int(o.get("stride_h", 1)) < 1 or int(o.get("stride_w", 1)) < 1:
+        return "strides must be >= 1"
+    out_c = y.shape[3]
+    if w.shape[0] != out_c or w.shape[3] != x.shape[3]:
+        return f"filter {list(w.shape)} does not match input {list(x.shape)} and " \
+               f"output {list(y.shape)}"
+    if x.shape[0] != y.shape[0]:
+        return f"batch {x.shape[0]} -> {y.shape[0]}"
+    shape_t = ctx.input(0)
+    if shape_t is not None and shape_t.is_const and \
+            [int(v) for v in shape_t.data.reshape(-1)] != list(y.shape):
+        return f"output_shape {shape_t.data.tolist()} != output tensor {list(y.shape)}"
+    if b is not None and b.size != out_c:
+        return f"bias has {b.size} values for {out_c} output channels"
+    reason = _check_scales(w, out_c) or _check_shifts(_multipliers(x, w, y, out_c)[1])
+    if reason:
+        return reason
+    # Taps reaching one output: at most ceil(KH / stride_h) * ceil(KW / stride_w).
+    sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
+    taps = -(-w.shape[1] // sh) * -(-w.shape[2] // sw)
+    worst_row = np.abs(w.data.astype(np.int64)).reshape(out_c, -1).max(axis=1) * x.shape[3] * taps
+    return _check_accumulator(_bias_values(b, out_c), worst_row, "TRANSPOSE_CONV")
+
+
+@lowering("TRANSPOSE_CONV", check=_tconv_check)
+def lower_transpose_conv(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = _tconv_tensors(ctx)
+    out_c = y.shape[3]
+    g = _tconv_geometry(ctx, y, w)
+    act = fused_range(ctx, y)
+    mult, shift = _multipliers(x, w, y, out_c)
+    kernel = "kiln_transpose_conv_s8"
+    lines = [
+        _conv_params_c("kiln_conv_params_t", g, x, y, act),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {ctx.ptr(b) if b is not None else 'NULL'}",
+              f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    macs = int(np.prod(x.shape)) * w.shape[0] * w.shape[1] * w.shape[2]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
+               f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
+               f"{_act_name(ctx)}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary)
+

@@ -1,0 +1,124 @@
+"""`kiln quantize` and the quantization options of `kiln compile --calibration`.
+
+    kiln quantize MODEL --calibration X.npy|DIR [--calibration ...] -o OUT.tflite
+    kiln compile  MODEL --calibration X.npy|DIR -o DIR [quantize options]
+
+`--calibration` is given once per model input: a .npy with a batch axis, or a directory
+of .npy files holding one sample each. The CLI (compiler/cli.py) turns every KilnError
+into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import InputError
+from ..ir import Graph
+from .calibrate import METHODS
+
+
+def add_quantize_options(p: argparse.ArgumentParser) -> None:
+    """The options of the quantizer (shared by `kiln quantize` and `kiln compile`)."""
+    g = p.add_argument_group("quantization")
+    g.add_argument("--calibration-method", choices=METHODS, default="minmax",
+                   help="how activation ranges are chosen (default: minmax, as TFLite)")
+    g.add_argument("--percentile", type=float, default=99.99,
+                   help="for --calibration-method percentile (default 99.99)")
+    g.add_argument("--tensor-method", action="append", default=[], metavar="NAME=METHOD",
+                   help="range method for one tensor, by name (repeatable)")
+    g.add_argument("--bias-correction", action="store_true",
+                   help="subtract the mean error of the rounded weights from the biases")
+    g.add_argument("--fc-per-tensor", action="store_true",
+                   help="one weight scale per FULLY_CONNECTED layer (default: per channel)")
+    g.add_argument("--io", choices=("int8", "float"), default="int8",
+                   help="model input/output type (float: QUANTIZE/DEQUANTIZE at the edges)")
+    g.add_argument("--max-samples", type=int, metavar="N",
+                   help="calibrate on at most N samples")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "quantize", help="quantize a float or hybrid .tflite to int8 with calibration data",
+        description="Post-training int8 quantization (TFLite's scheme) of a float or hybrid "
+                    "model, calibrated on your data, written as a .tflite.")
+    p.add_argument("model", help="a float or hybrid (int8 weights, float activations) .tflite")
+    p.add_argument("--calibration", action="append", required=True, metavar="X.npy|DIR",
+                   help="calibration samples: a .npy with a batch axis or a directory of "
+                        ".npy samples; once per model input")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
+    add_quantize_options(p)
+    p.set_defaults(handler=cmd_quantize)
+
+    compile_parser = subparsers.choices.get("compile")
+    if compile_parser is not None:
+        add_quantize_options(compile_parser)
+
+
+def _options(args) -> dict:
+    per_tensor = {}
+    for item in getattr(args, "tensor_method", None) or []:
+        name, sep, method = item.rpartition("=")
+        if not sep or not name:
+            raise InputError(f"--tensor-method {item!r} is not NAME=METHOD")
+        per_tensor[name] = method
+    return {
+        "method": getattr(args, "calibration_method", "minmax"),
+        "percentile": getattr(args, "percentile", 99.99),
+        "per_tensor": per_tensor,
+        "bias_correction": getattr(args, "bias_correction", False),
+        "fc_per_channel": not getattr(args, "fc_per_tensor", False),
+        "io": getattr(args, "io", "int8"),
+        "max_samples": getattr(args, "max_samples", None),
+    }
+
+
+def _paths(calibration) -> list[str]:
+    return [calibration] if isinstance(calibration, str) else list(calibration)
+
+
+def _quantize(graph: Graph, args):
+    from . import is_float_graph, load_calibration, quantize_with_report
+
+    if not is_float_graph(graph):
+        return graph, None
+    data = load_calibration(graph, _paths(args.calibration))
+    return quantize_with_report(graph, data, **_options(args))
+
+
+def _describe(q: Graph, report) -> str:
+    io = []
+    for role, ids in (("input", q.inputs), ("output", q.outputs)):
+        for tid in ids:
+            t = q.tensor(tid)
+            quant = f" scale={t.quant.scale[0]:.6g} zero_point={int(t.quant.zero_point[0])}" \
+                if t.quant is not None else ""
+            io.append(f"  {role} {t.name} {list(t.shape)} {t.dtype}{quant}")
+    return (f"quantized {q.name}: {len(q.ops)} ops, calibrated on {report.samples} sample(s) "
+            f"({report.method}) in {report.calibration_seconds:.2f} s\n" + "\n".join(io))
+
+
+def quantize_for_compile(graph: Graph, args) -> Graph:
+    """For `kiln compile/run --calibration`: the int8 graph to compile (a graph that is
+    int8 already is returned as is, with a note)."""
+    q, report = _quantize(graph, args)
+    if report is None:
+        print(f"note: {graph.name} is an int8 model already; --calibration is ignored")
+    else:
+        print(_describe(q, report))
+    return q
+
+
+def cmd_quantize(args) -> int:
+    from .. import load
+    from ..frontend.tflite_writer import save
+
+    graph = load(args.model)
+    q, report = _quantize(graph, args)
+    if report is None:
+        raise InputError(f"{args.model} computes in int8 already; nothing to quantize")
+    save(q, args.output, description=f"kiln int8 quantization of {graph.name} "
+                                     f"(sha256 {graph.sha256[:16]}, {report.method}, "
+                                     f"{report.samples} samples)")
+    print(_describe(q, report))
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,272 @@
+/*
+ * elementwise.c - int8 ADD, SUB, MUL, MAXIMUM, MINIMUM with broadcasting.
+ *
+ * Each op is a "row" function over a contiguous run of the output, reading
+ * each input either elementwise (step 1) or as one broadcast scalar (step 0).
+ * broadcast_apply() walks the outer n, h, w dims and calls the row function
+ * once per run of c, or once for the whole tensor when nothing broadcasts.
+ */
+#include "elementwise.h"
+
+#include "kiln_math.h"
+
+typedef void (*row_fn_t)(const void *params, const int8_t *a, int32_t a_step,
+                         const int8_t *b, int32_t b_step, int8_t *out, int32_t len);
+
+static int dims_valid(const kiln_dims_t *d)
+{
+    return d != NULL && d->n > 0 && d->h > 0 && d->w > 0 && d->c > 0;
+}
+
+static int dims_equal(const kiln_dims_t *a, const kiln_dims_t *b)
+{
+    return a->n == b->n && a->h == b->h && a->w == b->w && a->c == b->c;
+}
+
+/* Element strides with which an input of dims `in` is read along each dim of
+ * `out` (n, h, w, c): 0 where it broadcasts. Returns 0 when an input dim is
+ * neither the output dim nor 1. */
+static int broadcast_strides(const kiln_dims_t *in, const kiln_dims_t *out, int32_t stride[4])
+{
+    const int32_t in_extent[4] = {in->n, in->h, in->w, in->c};
+    const int32_t out_extent[4] = {out->n, out->h, out->w, out->c};
+    int32_t step = 1;
+    for (int i = 3; i >= 0; --i) {
+        if (in_extent[i] == out_extent[i]) {
+            stride[i] = step;
+        } else if (in_extent[i] == 1) {
+            stride[i] = 0;
+        } else {
+            return 0;
+        }
+        step *= in_extent[i];
+    }
+    return 1;
+}
+
+static kiln_status_t broadcast_apply(const void *params,
+                                     const kiln_dims_t *input1_dims, const int8_t *input1,
+                                     const kiln_dims_t *input2_dims, const int8_t *input2,
+                                     const kiln_dims_t *output_dims, int8_t *output,
+                                     row_fn_t row)
+{
+    if (input1 == NULL || input2 == NULL || output == NULL || !dims_valid(input1_dims) ||
+        !dims_valid(input2_dims) || !dims_valid(output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    int32_t s1[4];
+    int32_t s2[4];
+    if (!broadcast_strides(input1_dims, output_dims, s1) ||
+        !broadcast_strides(input2_dims, output_dims, s2)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = output_dims->c;
+    if (dims_equal(input1_dims, output_dims) && dims_equal(input2_dims, output_dims)) {
+        row(params, input1, 1, input2, 1, output,
+            output_dims->n * output_dims->h * output_dims->w * depth);
+        return KILN_OK;
+    }
+    int8_t *out = output;
+    for (int32_t n = 0; n < output_dims->n; ++n) {
+        for (int32_t h = 0; h < output_dims->h; ++h) {
+            for (int32_t w = 0; w < output_dims->w; ++w) {
+                const int8_t *a = input1 + n * s1[0] + h * s1[1] + w * s1[2];
+                const int8_t *b = input2 + n * s2[0] + h * s2[1] + w * s2[2];
+                row(params, a, s1[3], b, s2[3], out, depth);
+                out += depth;
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+/* --- ADD / SUB ------------------------------------------------------------------ */
+
+/* TFLite's MultiplyByQuantizedMultiplierSmallerThanOneExp: shift <= 0. */
+static inline int32_t requant_below_one(int32_t x, int32_t multiplier, int32_t shift)
+{
+    return kiln_rounding_divide_by_pot(kiln_sat_rounding_doubling_high_mul(x, multiplier), -shift);
+}
+
+/* An input on the common scale. |x + offset| <= 255, so with left_shift <= 22
+ * the shifted value stays below 2^30; the multiplier is below one, so the
+ * result is no larger. */
+static inline int32_t add_input(int32_t x, int32_t offset, int32_t left_shift, kiln_requant_t r)
+{
+    return requant_below_one((x + offset) * (1 << left_shift), r.multiplier, r.shift);
+}
+
+/* The sum (or difference) of two values below 2^30 in magnitude fits int32. */
+static inline int8_t add_output(int32_t raw, const kiln_add_params_t *p)
+{
+    const int32_t y = requant_below_one(raw, p->output.multiplier, p->output.shift) +
+                      p->output_offset;
+    return (int8_t)kiln_clamp(y, p->activation.min, p->activation.max);
+}
+
+/* sign = +1 for ADD, -1 for SUB: a - b == a + (-b) exactly, as both are
+ * computed the same way before the sum. */
+static inline void addsub_row(const kiln_add_params_t *p, const int8_t *a, int32_t a_step,
+                              const int8_t *b, int32_t b_step, int8_t *out, int32_t len,
+                              int32_t sign)
+{
+    const int32_t off1 = p->input1_offset;
+    const int32_t off2 = p->input2_offset;
+    const int32_t shift = p->left_shift;
+    const kiln_requant_t r1 = p->input1;
+    const kiln_requant_t r2 = p->input2;
+    if (a_step != 0 && b_step != 0) {
+        for (int32_t i = 0; i < len; ++i) {
+            const int32_t sa = add_input(a[i], off1, shift, r1);
+            const int32_t sb = add_input(b[i], off2, shift, r2);
+            out[i] = add_output(sa + sign * sb, p);
+        }
+    } else if (a_step == 0) {
+        const int32_t sa = add_input(a[0], off1, shift, r1);
+        for (int32_t i = 0; i < len; ++i) {
+            const int32_t sb = add_input(b[i * b_step], off2, shift, r2);
+            out[i] = add_output(sa + sign * sb, p);
+        }
+    } else {
+        const int32_t sb = sign * add_input(b[0], off2, shift, r2);
+        for (int32_t i = 0; i < len; ++i) {
+            out[i] = add_output(add_input(a[i], off1, shift, r1) + sb, p);
+        }
+    }
+}
+
+static void add_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                    int32_t b_step, int8_t *out, int32_t len)
+{
+    addsub_row((const kiln_add_params_t *)params, a, a_step, b, b_step, out, len, 1);
+}
+
+static void sub_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                    int32_t b_step, int8_t *out, int32_t len)
+{
+    addsub_row((const kiln_add_params_t *)params, a, a_step, b, b_step, out, len, -1);
+}
+
+static int add_params_valid(const kiln_add_params_t *p)
+{
+    return p != NULL && p->left_shift >= 0 && p->left_shift <= 22 &&
+           p->input1.shift <= 0 && p->input1.shift >= -31 &&
+           p->input2.shift <= 0 && p->input2.shift >= -31 &&
+           p->output.shift <= 0 && p->output.shift >= -31 &&
+           p->input1_offset >= -127 && p->input1_offset <= 128 &&
+           p->input2_offset >= -127 && p->input2_offset <= 128 &&
+           p->activation.min <= p->activation.max;
+}
+
+kiln_status_t kiln_add_s8(const kiln_add_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (!add_params_valid(params)) {
+        return KILN_ERR_ARG;
+    }
+    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           add_row);
+}
+
+kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (!add_params_valid(params)) {
+        return KILN_ERR_ARG;
+    }
+    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           sub_row);
+}
+
+/* --- MUL ------------------------------------------------------------------------ */
+
+/* |(x1 + off1) * (x2 + off2)| <= 255 * 255 < 2^16: the product fits int32;
+ * kiln_requantize applies a positive shift with TFLite's int32 wrap-around. */
+static inline int8_t mul_output(int32_t product, const kiln_mul_params_t *p)
+{
+    const int32_t y = kiln_requantize(product, p->output.multiplier, p->output.shift) +
+                      p->output_offset;
+    return (int8_t)kiln_clamp(y, p->activation.min, p->activation.max);
+}
+
+static void mul_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                    int32_t b_step, int8_t *out, int32_t len)
+{
+    const kiln_mul_params_t *p = (const kiln_mul_params_t *)params;
+    const int32_t off1 = p->input1_offset;
+    const int32_t off2 = p->input2_offset;
+    if (a_step != 0 && b_step != 0) {
+        for (int32_t i = 0; i < len; ++i) {
+            out[i] = mul_output((a[i] + off1) * (b[i] + off2), p);
+        }
+    } else if (a_step == 0) {
+        const int32_t va = a[0] + off1;
+        for (int32_t i = 0; i < len; ++i) {
+            out[i] = mul_output(va * (b[i * b_step] + off2), p);
+        }
+    } else {
+        const int32_t vb = b[0] + off2;
+        for (int32_t i = 0; i < len; ++i) {
+            out[i] = mul_output((a[i] + off1) * vb, p);
+        }
+    }
+}
+
+kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
+                          const kiln_dims_t *input1_dims, const int8_t *input1,
+                          const kiln_dims_t *input2_dims, const int8_t *input2,
+                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (params == NULL || params->output.shift < -31 || params->output.shift > 30 ||
+        params->input1_offset < -127 || params->input1_offset > 128 ||
+        params->input2_offset < -127 || params->input2_offset > 128 ||
+        params->activation.min > params->activation.max) {
+        return KILN_ERR_ARG;
+    }
+    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           mul_row);
+}
+
+/* --- MAXIMUM / MINIMUM --------------------------------------------------------------- */
+
+static void maximum_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                        int32_t b_step, int8_t *out, int32_t len)
+{
+    (void)params;
+    for (int32_t i = 0; i < len; ++i) {
+        const int8_t x = a[i * a_step];
+        const int8_t y = b[i * b_step];
+        out[i] = x > y ? x : y;
+    }
+}
+
+static void minimum_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                        int32_t b_step, int8_t *out, int32_t len)
+{
+    (void)params;
+    for (int32_t i = 0; i < len; ++i) {
+        const int8_t x = a[i * a_step];
+        const int8_t y = b[i * b_step];
+        out[i] = x < y ? x : y;
+    }
+}
+
+kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output)
+{
+    return broadcast_apply(NULL, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           maximum_row);
+}
+
+kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output)
+{
+    return broadcast_apply(NULL, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           minimum_row);
+}

@@ -1,0 +1,176 @@
+/*
+ * pool.c - int8 AVERAGE_POOL_2D and MAX_POOL_2D (see pool.h).
+ *
+ * Both kernels walk the output pixels and, for each, reduce the clipped
+ * window over a block of channels held in a small local array: the inner loop
+ * runs over contiguous channels of one input pixel, which the compiler
+ * vectorises, and the local array cannot alias the output.
+ */
+#include "pool.h"
+
+#include <string.h>
+
+#include "kiln_math.h"
+
+/* Channels reduced together; the accumulators live on the stack (128 bytes). */
+#define KILN_POOL_BLOCK 32
+
+/* Largest window: keeps the average's int32 sum far from overflow. */
+#define KILN_POOL_MAX_WINDOW (INT32_C(1) << 24)
+
+/* The rows [*first, *last) of a window starting at `origin` that fall inside
+ * [0, size); empty (first >= last) when the window misses the input. */
+static void clip_window(int32_t origin, int32_t filter, int32_t size,
+                        int32_t *first, int32_t *last)
+{
+    *first = kiln_max_i32(0, -origin);
+    *last = kiln_min_i32(filter, size - origin);
+}
+
+static kiln_status_t check_args(const kiln_pool_params_t *params,
+                                const kiln_dims_t *input_dims, const void *input,
+                                const kiln_dims_t *output_dims, const void *output)
+{
+    if (params == NULL || input_dims == NULL || output_dims == NULL ||
+        input == NULL || output == NULL) {
+        return KILN_ERR_ARG;
+    }
+    if (params->stride.h < 1 || params->stride.w < 1 || params->filter.h < 1 ||
+        params->filter.w < 1 || params->padding.h < 0 || params->padding.w < 0 ||
+        params->filter.h > KILN_POOL_MAX_WINDOW / params->filter.w) {
+        return KILN_ERR_ARG;
+    }
+    if (params->activation.min < -128 || params->activation.max > 127 ||
+        params->activation.min > params->activation.max) {
+        return KILN_ERR_ARG;
+    }
+    if (input_dims->n < 1 || input_dims->h < 1 || input_dims->w < 1 || input_dims->c < 1 ||
+        output_dims->n != input_dims->n || output_dims->c != input_dims->c ||
+        output_dims->h < 1 || output_dims->w < 1) {
+        return KILN_ERR_ARG;
+    }
+    return KILN_OK;
+}
+
+/* sum / count rounded half away from zero, as TFLite's integer average pool:
+ * C division truncates toward zero, so adding half the divisor with the sum's
+ * sign rounds ties away from zero. count >= 1. */
+static int32_t rounded_average(int32_t sum, int32_t count)
+{
+    return sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;
+}
+
+kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
+                              const kiln_dims_t *input_dims, const int8_t *input,
+                              const kiln_dims_t *output_dims, int8_t *output)
+{
+    const kiln_status_t status = check_args(params, input_dims, input, output_dims, output);
+    if (status != KILN_OK) {
+        return status;
+    }
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t channels = input_dims->c;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    const int32_t act_min = params->activation.min;
+    const int32_t act_max = params->activation.max;
+
+    for (int32_t b = 0; b < input_dims->n; ++b) {
+        const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;
+        for (int32_t out_y = 0; out_y < out_h; ++out_y) {
+            const int32_t in_y0 = out_y * params->stride.h - params->padding.h;
+            int32_t ky_first, ky_last;
+            clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);
+            for (int32_t out_x = 0; out_x < out_w; ++out_x) {
+                const int32_t in_x0 = out_x * params->stride.w - params->padding.w;
+                int32_t kx_first, kx_last;
+                clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);
+                if (ky_first >= ky_last || kx_first >= kx_last) {
+                    return KILN_ERR_ARG; /* a window with no input: no average */
+                }
+                const int32_t count = (ky_last - ky_first) * (kx_last - kx_first);
+                int8_t *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) * channels;
+
+                for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {
+                    const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);
+                    /* |sum| <= 128 * count <= 2^31 / 64 (count <= 2^24): no overflow. */
+                    int32_t sum[KILN_POOL_BLOCK];
+                    for (int32_t j = 0; j < n; ++j) {
+                        sum[j] = 0;
+                    }
+                    for (int32_t ky = ky_first; ky < ky_last; ++ky) {
+                        const int8_t *row = in_batch +
+                            ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
+                        for (int32_t kx = kx_first; kx < kx_last; ++kx) {
+                            for (int32_t j = 0; j < n; ++j) {
+                                sum[j] += row[j];
+                            }
+                            row += channels;
+                        }
+                    }
+                    for (int32_t j = 0; j < n; ++j) {
+                        out_px[c0 + j] = (int8_t)kiln_clamp(rounded_average(sum[j], count),
+                                                            act_min, act_max);
+                    }
+                }
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,
+                              const kiln_dims_t *input_dims, const int8_t *input,
+                              const kiln_dims_t *output_dims, int8_t *output)
+{
+    const kiln_status_t status = check_args(params, input_dims, input, output_dims, output);
+    if (status != KILN_OK) {
+        return status;
+    }
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t channels = input_dims->c;
+    const int32_t out_h = output_dims->h;
+    const int32_t out_w = output_dims->w;
+    const int8_t act_min = (int8_t)params->activation.min;
+    const int8_t act_max = (int8_t)params->activation.max;
+
+    for (int32_t b = 0; b < input_dims->n; ++b) {
+        const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;
+        for (int32_t out_y = 0; out_y < out_h; ++out_y) {
+            const int32_t in_y0 = out_y * params->stride.h - params->padding.h;
+            int32_t ky_first, ky_last;
+            clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);
+            for (int32_t out_x = 0; out_x < out_w; ++out_x) {
+                const int32_t in_x0 = out_x * params->stride.w - params->padding.w;
+                int32_t kx_first, kx_last;
+                clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);
+                int8_t *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) * channels;
+                /* An empty window reads nothing: its max stays INT8_MIN. */
+                const int32_t ky_end = kx_first < kx_last ? ky_last : ky_first;
+
+                for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {
+                    const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);
+                    int8_t max[KILN_POOL_BLOCK];
+                    memset(max, INT8_MIN, sizeof(max));
+                    for (int32_t ky = ky_first; ky < ky_end; ++ky) {
+                        const int8_t *row = in_batch +
+                            ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
+                        for (int32_t kx = kx_first; kx < kx_last; ++kx) {
+                            for (int32_t j = 0; j < n; ++j) {
+                                max[j] = row[j] > max[j] ? row[j] : max[j];
+                            }
+                            row += channels;
+                        }
+                    }
+                    for (int32_t j = 0; j < n; ++j) {
+                        const int8_t v = max[j] < act_min ? act_min : max[j];
+                        out_px[c0 + j] = v > act_max ? act_max : v;
+                    }
+                }
+            }
+        }
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,192 @@
+"""The `kiln boards` and `kiln project create|build` subcommands, and `kiln run` on a board.
+
+kiln.compiler.cli wires the first two in with `add_parsers(subparsers)`; its
+own `kiln run` hands a project directory, or a model with a board other than
+the host, to `cmd_run` here. Each handler takes the parsed args and returns the
+exit code; user mistakes raise KilnError, which the CLI prints as one line
+with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from kiln.compiler.errors import InputError
+
+from .boards import list_boards
+from .console import RunResult
+from .project import MANIFEST, MODES, Project, create_project
+from .qemu import ICOUNT_SHIFT
+from .sizes import SizeReport
+from .toolchain import QEMU_ARM, have_tool
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("boards", help="list the boards and what each can do here")
+    p.add_argument("--json", action="store_true", help="print the boards as JSON")
+    p.set_defaults(handler=cmd_boards)
+
+    project = subparsers.add_parser("project", help="create or build a firmware project")
+    psub = project.add_subparsers(dest="project_command", required=True)
+    c = psub.add_parser("create", help="render a firmware project for a board")
+    c.add_argument("model", help="a .tflite model")
+    c.add_argument("--board", "-b", required=True, help="board name (see `kiln boards`)")
+    c.add_argument("-o", "--output-dir", required=True, help="the project directory")
+    c.add_argument("--mode", choices=MODES, default="standalone")
+    c.add_argument("--input", action="append", metavar="X.npy",
+                   help="sample input baked into standalone firmware, one per model "
+                        "input (N samples may be stacked on axis 0; float data is "
+                        "quantized); default: fixed-seed random")
+    c.add_argument("--force", action="store_true",
+                   help="replace the kiln project already in the directory")
+    c.set_defaults(handler=cmd_project_create)
+    b = psub.add_parser("build", help="build a project with make and report its size")
+    b.add_argument("dir", help="the project directory")
+    b.set_defaults(handler=cmd_project_build)
+
+
+def wants_project_run(args: argparse.Namespace) -> bool:
+    """True when `kiln run` should go through a firmware project (cmd_run), not the host library."""
+    target = Path(getattr(args, "model", None) or getattr(args, "target"))
+    return target.is_dir() or (getattr(args, "board", None) or "host") != "host"
+
+
+# -- kiln boards --------------------------------------------------------------
+
+def _runs_here(runs_on: str) -> str:
+    if runs_on == "qemu":
+        return "yes (QEMU)" if have_tool(QEMU_ARM) else f"no ({QEMU_ARM} missing)"
+    if runs_on == "host":
+        return "yes"
+    return "build only"
+
+
+def cmd_boards(args: argparse.Namespace) -> int:
+    boards = list_boards()
+    if args.json:
+        rows = [{"name": b.name, "cpu": b.cpu, "fpu": b.fpu, "dsp": b.dsp,
+                 "clock_hz": b.clock_hz, "runs_on": b.runs_on,
+                 "flash_bytes": b.flash.size if b.flash else None,
+                 "ram_bytes": b.ram.size if b.ram else None,
+                 "uart": b.uart.kind, "timer": b.timer,
+                 "qemu_machine": b.qemu.machine if b.qemu else None,
+                 "runs_here": _runs_here(b.runs_on)} for b in boards]
+        print(json.dumps(rows, indent=2))
+        return 0
+
+    def kib(region) -> str:
+        return "-" if region is None else f"{region.size // 1024:,} KB"
+
+    header = f"{'board':<15}{'core':<6}{'flash':>9}{'RAM':>9}{'clock':>9}  {'uart':<15}{'timer':<8}runs here"
+    print(header)
+    for b in boards:
+        clock = "-" if b.is_host else f"{b.clock_hz / 1e6:g} MHz"
+        print(f"{b.name:<15}{b.core:<6}{kib(b.flash):>9}{kib(b.ram):>9}{clock:>9}  "
+              f"{b.uart.kind:<15}{b.timer:<8}{_runs_here(b.runs_on)}")
+    return 0
+
+
+# -- kiln project create / build ---------------------------------------------
+
+def _load_inputs(paths: list[str] | None) -> list[np.ndarray] | None:
+    if not paths:
+        return None
+    arrays = []
+    for path in paths:
+        try:
+            arrays.append(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read {path} as a .npy array: {e}") from None
+    return arrays
+
+
+def _print_size(project: Project, report: SizeReport) -> None:
+    print(f"{project.elf} ({project.board.name}):")
+    for line in report.lines():
+        print("  " + line)
+
+
+def cmd_project_create(args: argparse.Namespace) -> int:
+    inputs = _load_inputs(args.input)
+    project = create_project(args.model, board=args.board, out_dir=args.output_dir,
+                             mode=args.mode, inputs=inputs, force=args.force,
+                             inputs_origin=", ".join(args.input) if args.input else None)
+    print(f"created {project.path} ({project.mode}, {project.board.name}); "
+          f"build it with `kiln project build {project.path}` or `make -C {project.path}`")
+    return 0
+
+
+def cmd_project_build(args: argparse.Namespace) -> int:
+    project = Project.open(args.dir)
+    report = project.build()
+    _print_size(project, report)
+    return 0
+
+
+# -- kiln run -----------------------------------------------------------------
+
+def _print_result(project: Project, result: RunResult) -> None:
+    for s, outputs in enumerate(result.samples):
+        for o, y in enumerate(outputs):
+            flat = y.reshape(-1)
+            shown = np.array2string(flat[:16], separator=" ", max_line_width=200)
+            more = f" ... ({flat.size} values)" if flat.size > 16 else ""
+            arg = f"  argmax {int(np.argmax(flat))}" if flat.size > 1 else ""
+            print(f"sample {s} output {o} {list(y.shape)} {y.dtype}: {shown}{more}{arg}")
+    board = project.board
+    if board.runs_on == "qemu":
+        print(f"{result.instructions:,} instructions (QEMU -icount shift={ICOUNT_SHIFT}) per "
+              f"inference on {board.name} ({result.ticks[0]:,} SysTick ticks at "
+              f"{result.tick_hz / 1e6:g} MHz)")
+    elif board.is_host:
+        print(f"{result.seconds * 1e3:.3f} ms per inference on the host")
+    else:
+        print(f"{result.cycles:,} cycles per inference on {board.name}")
+    if result.stack_bytes is not None:
+        print(f"peak stack {result.stack_bytes:,} bytes")
+
+
+def _save_outputs(path: str, result: RunResult) -> None:
+    np.savez(path, **{f"output_{i}": y for i, y in enumerate(result.outputs)})
+    print(f"wrote {path}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`kiln run MODEL|DIR [--board B] [--input X.npy ...] [--output OUT.npz]` via a project.
+
+    A DIR is a project made by `kiln project create` (built if needed); a MODEL
+    is compiled into a temporary standalone project for --board (default host).
+    Reads args.model (or args.target), board, input, output and, when present,
+    timeout.
+    """
+    target = Path(getattr(args, "model", None) or getattr(args, "target"))
+    inputs = _load_inputs(getattr(args, "input", None))
+    timeout = getattr(args, "timeout", None)
+    if target.is_dir():
+        if not (target / MANIFEST).exists():
+            raise InputError(f"{target} is a directory but not a kiln project")
+        project = Project.open(target)
+        if args.board and args.board != project.board.name:
+            raise InputError(f"{target} is a project for {project.board.name}, "
+                             f"not {args.board}")
+        result = project.run(inputs, timeout=timeout)
+        report = project.size_report()
+        _print_size(project, report)
+        _print_result(project, result)
+    else:
+        if not target.exists():
+            raise InputError(f"{target}: no such model file or project directory")
+        with tempfile.TemporaryDirectory(prefix="kiln-run-") as tmp:
+            project = create_project(target, board=args.board or "host",
+                                     out_dir=Path(tmp) / "project", inputs=inputs)
+            result = project.run(timeout=timeout)
+            _print_size(project, project.size_report())
+            _print_result(project, result)
+    if getattr(args, "output", None):
+        _save_outputs(args.output, result)
+    return 0

@@ -1,0 +1,327 @@
+"""Firmware projects: create one from a compiled model and a board, build it, run it.
+
+A project is a plain directory (layout in templates/README.md.j2) whose
+kiln.json holds the compiler's report plus a "project" entry (board, mode,
+inputs) and, after a build, a "size" entry. `Project.open(dir)` is all kiln
+needs to build or run it again later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kiln.compiler.errors import BoardError, BuildError, InputError, KilnError
+from kiln.compiler.paths import crt_dir
+
+from . import render
+from .render import model_name
+from .boards import Board, get_board
+from .console import RunResult, to_result
+from .inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
+from .qemu import ICOUNT_SHIFT, run_elf, ticks_to_instructions
+from .sizes import SizeReport, check_fits, linker_overflows, overflow_error, size_report
+from .toolchain import MAKE, compiler_for, find_tool
+
+MODES = ("standalone", "host-driven")
+MANIFEST = "kiln.json"
+SAMPLES_FILE = "inputs.npz"    # the baked sample inputs, for comparing against a reference
+HOST_RUN_TIMEOUT_S = 120.0
+
+
+def kiln_version() -> str:
+    try:
+        return metadata.version("kiln")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+@dataclass
+class Project:
+    path: Path
+    board: Board
+    manifest: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Project":
+        path = Path(path)
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+            board_name = manifest["project"]["board"]
+        except (OSError, ValueError, KeyError):
+            raise KilnError(f"{path} is not a kiln project (no {MANIFEST} with a 'project' "
+                            f"entry): create one with `kiln project create`") from None
+        return cls(path, get_board(board_name), manifest)
+
+    # -- facts -------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self.manifest["project"]["mode"]
+
+    @property
+    def model_name(self) -> str:
+        return model_name(self.manifest)
+
+    @property
+    def elf(self) -> Path:
+        return self.path / "build" / ("firmware" if self.board.is_host else "firmware.elf")
+
+    @property
+    def input_specs(self) -> list[TensorSpec]:
+        return [TensorSpec.from_report(e) for e in self.manifest["inputs"]]
+
+    @property
+    def output_specs(self) -> list[TensorSpec]:
+        return [TensorSpec.from_report(e) for e in self.manifest["outputs"]]
+
+    def _save_manifest(self) -> None:
+        (self.path / MANIFEST).write_text(json.dumps(self.manifest, indent=2) + "\n")
+
+    # -- build -------------------------------------------------------------
+
+    def build(self, jobs: int | None = None) -> SizeReport:
+        """`make` the firmware (incremental), then record and return its size report.
+
+        Raises BoardError naming the region and the overflow when the model
+        does not fit, BuildError with the first compiler error otherwise.
+        """
+        find_tool(compiler_for(self.board))
+        argv = [find_tool(MAKE), "-C", str(self.path), f"-j{jobs or os.cpu_count() or 1}"]
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        log = proc.stdout + proc.stderr
+        (self.path / "build").mkdir(exist_ok=True)
+        (self.path / "build" / "build.log").write_text(log)
+        if proc.returncode != 0:
+            overflows = linker_overflows(log)
+            if overflows:
+                raise overflow_error(self.model_name, self.board, overflows)
+            first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()),
+                         log.strip().splitlines()[-1] if log.strip() else "no output")
+            raise BuildError(f"building {self.path} failed: {first} "
+                             f"(full log: {self.path / 'build' / 'build.log'})")
+        report = self.size_report()
+        self.manifest["size"] = report.to_json()
+        self._save_manifest()
+        return report
+
+    def size_report(self) -> SizeReport:
+        if not self.elf.exists():
+            raise BuildError(f"{self.elf} does not exist: build the project first")
+        return size_report(self.elf, self.board)
+
+    # -- inputs ------------------------------------------------------------
+
+    def set_inputs(self, arrays: Sequence[np.ndarray] | None, origin: str | None = None) -> int:
+        """Bake new sample inputs into src/kiln_inputs.c; returns the number of samples."""
+        if self.mode != "standalone":
+            raise KilnError("sample inputs are baked only into standalone firmware; a "
+                            "host-driven project takes inputs over its serial link")
+        specs = self.input_specs
+        if arrays is None:
+            arrays, origin = random_inputs(specs, DEFAULT_SEED), f"random, seed {DEFAULT_SEED}"
+        samples = split_samples(arrays, specs)
+        _save_samples(self.path, samples)
+        files = render.inputs_files(self.model_name, samples, origin)
+        for rel, text in files.items():
+            target = self.path / rel
+            if not target.exists() or target.read_text() != text:   # keep make incremental
+                target.write_text(text)
+        self.manifest["project"]["samples"] = len(samples)
+        self.manifest["project"]["inputs"] = origin or "given"
+        self._save_manifest()
+        return len(samples)
+
+    def sample_inputs(self) -> list[list[np.ndarray]]:
+        """samples[s][i]: the inputs baked into the firmware (from inputs.npz)."""
+        with np.load(self.path / SAMPLES_FILE) as z:
+            n_inputs = len(self.input_specs)
+            stacked = [z[f"input_{i}"] for i in range(n_inputs)]
+        return [[x[s] for x in stacked] for s in range(len(stacked[0]))]
+
+    # -- run ---------------------------------------------------------------
+
+    def run(self, x: np.ndarray | Sequence[np.ndarray] | None = None,
+            timeout: float | None = None) -> RunResult:
+        """Build if needed and run the standalone firmware (QEMU or host process).
+
+        x: one array per model input (or a single array for a one-input model)
+        to bake in before running; None keeps the inputs the project has.
+        """
+        if self.mode != "standalone":
+            raise KilnError("run() runs standalone firmware; connect to a host-driven "
+                            "project with its RPC session instead")
+        if x is not None:
+            arrays = [x] if isinstance(x, np.ndarray) else list(x)
+            self.set_inputs(arrays, origin="given")
+        self.build()
+        board = self.board
+        if board.runs_on == "qemu":
+            where = f"{board.name} (QEMU {board.qemu.machine})"
+            proc = run_elf(board, self.elf, **({"timeout": timeout} if timeout else {}))
+            out, code = proc.stdout, proc.exit_code
+        elif board.is_host:
+            where = "host"
+            try:
+                done = subprocess.run([str(self.elf)], capture_output=True, text=True,
+                                      stdin=subprocess.DEVNULL,
+                                      timeout=timeout or HOST_RUN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise KilnError(f"{self.elf} did not finish within "
+                                f"{timeout or HOST_RUN_TIMEOUT_S:g} s") from None
+            out, code = done.stdout, done.returncode
+        else:
+            raise BoardError(f"{board.name} is a real board and kiln does not flash boards: "
+                             f"flash {self.path / 'build' / 'firmware.hex'} with your probe's "
+                             f"tool and read its serial port, or use host-driven mode")
+        result = to_result(out, self.output_specs, board.tick_unit, code, where)
+        if board.runs_on == "qemu":
+            result.instructions = ticks_to_instructions(result.ticks[0], result.tick_hz)
+            result.cycles = result.instructions
+        elif not board.is_host:
+            result.cycles = result.ticks[0]
+        return result
+
+
+def _load_artifact(model: Any, board: Board) -> Any:
+    """An Artifact from a model path (compiled here for `board`) or an Artifact as given."""
+    if isinstance(model, (str, os.PathLike)):
+        from kiln.compiler import compile as kiln_compile, load
+        return kiln_compile(load(model), board=board.name)
+    if not hasattr(model, "files") or not hasattr(model, "report"):
+        raise InputError("create_project takes a model file path or a compiled Artifact "
+                         "(kiln.compiler.compile(...))")
+    built_for = model.report.get("board")
+    if built_for and built_for != board.name:
+        raise BoardError(f"the artifact was compiled for board '{built_for}', not "
+                         f"'{board.name}': compile it for {board.name} (or pass the model file)")
+    return model
+
+
+def _save_samples(out_dir: Path, samples: list[list[np.ndarray]]) -> None:
+    stacked = {f"input_{i}": np.stack([s[i] for s in samples])      # (N, *input shape)
+               for i in range(len(samples[0]))}
+    np.savez(out_dir / SAMPLES_FILE, **stacked)
+
+
+def _build_id(files: dict[str, str], board: Board, mode: str) -> str:
+    """A digest of what makes this firmware what it is: model C, board, mode, kiln."""
+    h = hashlib.sha256(f"{board.name}\0{mode}\0{kiln_version()}".encode())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _prepare_dir(out_dir: Path, force: bool) -> None:
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError(f"{out_dir} exists and is not a directory")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not force:
+            raise InputError(f"{out_dir} is not empty: choose another directory or pass "
+                             f"--force (force=True) to replace the project in it")
+        # --force replaces a kiln project, never a directory kiln did not make.
+        if not (out_dir / MANIFEST).exists():
+            raise InputError(f"{out_dir} is not empty and holds no kiln project; kiln will "
+                             f"not delete it, even with --force")
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _copy_crt(out_dir: Path, board: Board, rpc: bool) -> None:
+    src = crt_dir()
+    dst = out_dir / "crt"
+    (dst / "kernels").mkdir(parents=True)
+    (dst / "platform").mkdir()
+    shutil.copy2(src / "platform.h", dst / "platform.h")
+    for f in sorted((src / "kernels").iterdir()):
+        if f.suffix in (".c", ".h"):
+            shutil.copy2(f, dst / "kernels" / f.name)
+    if board.is_host:
+        platform_files = ["posix.c"]
+    else:
+        exit_file = "exit_semihosting.c" if board.runs_on == "qemu" else "exit_halt.c"
+        platform_files = ["platform_internal.h", "platform_init.c", "startup_cortexm.c",
+                          "syscalls.c", board.uart_driver, board.timer_driver, exit_file]
+    for name in platform_files:
+        shutil.copy2(src / "platform" / name, dst / "platform" / name)
+    if rpc:
+        (dst / "rpc").mkdir()
+        for f in sorted((src / "rpc").iterdir()):
+            if f.suffix in (".c", ".h"):
+                shutil.copy2(f, dst / "rpc" / f.name)
+
+
+def create_project(model: Any, board: str | Board, out_dir: str | Path,
+                   mode: str = "standalone", inputs: Sequence[np.ndarray] | None = None,
+                   force: bool = False, inputs_origin: str | None = None) -> Project:
+    """Render a self-contained firmware project for `board` into `out_dir`.
+
+    model: a compiled Artifact, or a .tflite path (compiled here for the board).
+    inputs: standalone mode's sample inputs, one array per model input (N samples
+    stacked on axis 0 allowed); default one fixed-seed random sample.
+    Refuses a non-empty out_dir unless force (and then only one holding a kiln
+    project), and a model that cannot fit the board (BoardError).
+    """
+    board = get_board(board)
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, not '{mode}'")
+    rpc = mode == "host-driven"
+    if rpc and not (crt_dir() / "rpc" / "kiln_rpc.h").exists():
+        raise KilnError("host-driven mode needs kiln's RPC server (crt/rpc/kiln_rpc.h), "
+                        "which this kiln does not include yet")
+    if rpc and inputs is not None:
+        raise InputError("sample inputs are for standalone mode; a host-driven firmware "
+                         "takes its inputs over the serial link")
+    out_dir = Path(out_dir)
+    art = _load_artifact(model, board)
+    report = art.report
+    name = model_name(report)
+    check_fits(name, board, int(report.get("weights_bytes", 0)), int(report.get("arena_bytes", 0)))
+    # Check the inputs before touching the directory: a bad --input leaves nothing behind.
+    specs = [TensorSpec.from_report(e) for e in report["inputs"]]
+    if not rpc:
+        if inputs is None:
+            inputs, inputs_origin = random_inputs(specs), f"random, seed {DEFAULT_SEED}"
+        samples = split_samples(inputs, specs)
+
+    _prepare_dir(out_dir, force)
+    _copy_crt(out_dir, board, rpc)
+    (out_dir / "model").mkdir()
+    for fname, text in art.files.items():
+        if fname != MANIFEST:
+            (out_dir / "model" / fname).write_text(text)
+    build_id = _build_id(art.files, board, mode)
+    files = render.project_files(board, report, mode, kiln_version(), ICOUNT_SHIFT, build_id)
+    if not rpc:
+        files.update(render.inputs_files(name, samples, inputs_origin or "given"))
+        _save_samples(out_dir, samples)
+    for rel, text in files.items():
+        target = out_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    manifest = dict(report)
+    manifest["project"] = {
+        "board": board.name,
+        "mode": mode,
+        "kiln_version": kiln_version(),
+        "build_id": build_id,
+        "samples": 0 if rpc else len(samples),
+        "inputs": None if rpc else (inputs_origin or "given"),
+        "tick_unit": board.tick_unit,
+        **({"qemu": {"machine": board.qemu.machine, "icount_shift": ICOUNT_SHIFT}}
+           if board.qemu else {}),
+    }
+    project = Project(out_dir, board, manifest)
+    project._save_manifest()
+    return project
