@@ -118,6 +118,17 @@ def cmd_compile(args) -> int:
     return EXIT_OK
 
 
+def cmd_run(args) -> int:
+    """`kiln run`: a model on the host library; a project DIR or another board via project_gen."""
+    from pathlib import Path as _Path
+
+    if _Path(args.model).is_dir() or args.board != "host" or getattr(args, "port", None):
+        from kiln.project_gen import cli_commands
+
+        return cli_commands.cmd_run(args)
+    return cmd_run_host(args)
+
+
 def cmd_run_host(args) -> int:
     from . import compile
 
@@ -154,14 +165,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     p.add_argument("model")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
     p.add_argument("--board", default="host")
-    p.add_argument("--calibration", metavar="FILE.npy|DIR", help="quantize a float model first")
+    p.add_argument("--calibration", action="append", metavar="X.npy|DIR",
+                   help="quantize a float model first (once per model input)")
     p.add_argument("--tuning-records", metavar="F")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser("run", help="run a model (host, QEMU or a board) and print its outputs")
     add_run_arguments(p)
-    p.set_defaults(handler=cmd_run_host)
+    p.add_argument("--calibration", action="append", metavar="X.npy|DIR",
+                   help="quantize a float model first")
+    p.set_defaults(handler=cmd_run)
     return parser, sub
 
 

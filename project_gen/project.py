@@ -193,6 +193,50 @@ class Project:
         return result
 
 
+    # -- host-driven -------------------------------------------------------
+
+    def connect(self, port: str | None = None, chardev: str = "pipe", **options: Any) -> Any:
+        """An RPC Session with this host-driven firmware (build it first if needed).
+
+        port: a real board's serial URL (pyserial), the board already flashed;
+        otherwise QEMU boards boot the ELF (chardev "pipe" or "socket") and the
+        host board runs it as a subprocess. The session checks that the device
+        runs this project's build (build id and board). `options` go to Session.
+        """
+        from .session import ExpectedFirmware, Session, TensorSpec as WireSpec
+        from .transport import QemuTransport, SerialTransport, SubprocessTransport
+
+        if self.mode != "host-driven":
+            raise KilnError("connect() talks to host-driven firmware; this project is "
+                            "standalone: use run()")
+        board = self.board
+        if port is None:
+            self.build()
+        if port is not None:
+            transport = SerialTransport(port)
+        elif board.runs_on == "qemu":
+            transport = QemuTransport(self.elf, board.qemu.machine, chardev=chardev,
+                                      icount_shift=ICOUNT_SHIFT, extra=board.qemu.args)
+        elif board.is_host:
+            transport = SubprocessTransport([self.elf])
+        else:
+            raise BoardError(f"{board.name} is a real board: flash "
+                             f"{self.path / 'build' / 'firmware.hex'} and pass its serial "
+                             f"port (port='/dev/ttyACM0')")
+
+        def wire(specs: list[TensorSpec]) -> list[Any]:
+            return [WireSpec(s.name, s.shape, s.dtype.name) for s in specs]
+
+        expected = ExpectedFirmware(build_id=self.manifest["project"]["build_id"],
+                                    board=board.name)
+        try:
+            return Session(transport, inputs=wire(self.input_specs),
+                           outputs=wire(self.output_specs), expected=expected, **options)
+        except BaseException:
+            transport.close()
+            raise
+
+
 def _load_artifact(model: Any, board: Board) -> Any:
     """An Artifact from a model path (compiled here for `board`) or an Artifact as given."""
     if isinstance(model, (str, os.PathLike)):

@@ -75,18 +75,20 @@ def _utterance(rng: np.random.Generator) -> np.ndarray:
     start = rng.uniform(0.05, 0.4)
     for _ in range(rng.integers(1, 4)):                               # syllables
         dur = rng.uniform(0.08, 0.3)
-        env = np.exp(-0.5 * ((t - start - dur / 2) / (dur / 4)) ** 2)
-        f0 = rng.uniform(90, 260) * (1 + 0.1 * np.sin(2 * np.pi * rng.uniform(2, 6) * t))
+        # Synthesise only where the Gaussian envelope (sigma dur/4) is not negligible.
+        a = max(int((start + dur / 2 - dur * 0.75) * SAMPLE_RATE), 0)
+        b = min(int((start + dur / 2 + dur * 0.75) * SAMPLE_RATE), content)
+        if b - a < 16:
+            break
+        ts = t[a:b]
+        env = np.exp(-0.5 * ((ts - start - dur / 2) / (dur / 4)) ** 2)
+        f0 = rng.uniform(90, 260) * (1 + 0.1 * np.sin(2 * np.pi * rng.uniform(2, 6) * ts))
         phase = 2 * np.pi * np.cumsum(f0) / SAMPLE_RATE
         formants = rng.uniform([300, 900, 2200], [900, 2400, 3500])
-        voiced = np.zeros_like(t)
-        for h in range(1, 30):
-            fh = h * f0.mean()
-            if fh > 7000:
-                break
-            gain = sum(np.exp(-0.5 * ((fh - f) / 120.0) ** 2) for f in formants) + 0.05
-            voiced += gain / h ** 0.5 * np.sin(h * phase)
-        audio[:content] += (10 ** rng.uniform(-1.5, 0.0) * env * voiced / 4)[:content]
+        h = np.arange(1, min(30, int(7000 // f0.mean())) + 1)
+        gain = np.exp(-0.5 * ((h[:, None] * f0.mean() - formants[None, :]) / 120.0) ** 2).sum(1) + 0.05
+        voiced = (gain / np.sqrt(h)) @ np.sin(h[:, None] * phase[None, :])
+        audio[a:b] += 10 ** rng.uniform(-1.5, 0.0) * env * voiced / 4
         if rng.random() < 0.5:                                        # fricative
             noise = np.diff(rng.normal(0, 1, SAMPLE_RATE + 1))
             fenv = np.exp(-0.5 * ((t - start - dur) / 0.03) ** 2)

@@ -242,6 +242,31 @@ def test_avgpool_rounding_ties():
         assert_equal_exact(g, w, c.label)
 
 
+def test_avgpool_large_windows_extreme_values():
+    """Window counts up to the 65536 limit, inputs at the int8 extremes: the division by
+    multiplication must stay exact where the sums are largest."""
+    cases = [pool_case("AVERAGE_POOL_2D", (1, 256, 256, 1), (256, 256), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (1, 255, 257, 1), (255, 257), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (1, 61, 67, 2), (61, 67), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (1, 40, 40, 3), (17, 23), (5, 3), "SAME", zp=0)]
+    model = batch_model(cases)
+    art = kiln_compile(load(model), board="host")
+    rng = np.random.default_rng(5)
+    for fill in (-128, 127, None, "edges"):
+        xs = []
+        for c in cases:
+            shape = c.inputs[0].shape
+            if fill == "edges":
+                x = rng.choice(np.array([-128, 127], np.int8), shape)
+            elif fill is None:
+                x = rand_int(shape, rng)
+            else:
+                x = np.full(shape, fill, np.int8)
+            xs.append(x)
+        for g, w, c in zip(art.run(*xs), run_reference(model, xs), cases):
+            assert_equal_exact(g, w, f"{c.label} fill {fill}")
+
+
 def test_pool_rejects_requantization():
     x = TensorSpec((1, 4, 4, 2), scale=0.1, zero_point=0)
     y = TensorSpec((1, 2, 2, 2), scale=0.2, zero_point=0)

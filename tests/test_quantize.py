@@ -268,9 +268,12 @@ def test_float_io_wraps_int8_model(models_dir):
     assert qf.tensor(qf.inputs[0]).dtype == "float32" and qf.tensor(qf.outputs[0]).dtype == "float32"
     x = np.load(models_dir / "digits" / "digits_test_x.npy")[:5]
     run8, runf = Tflm(write(q8)), Tflm(write(qf))
+    art = compile(qf, board="host")
+    assert art.report["inputs"][0]["dtype"] == "float32"
     for i in range(5):
         want = from_int8(run8(to_int8(x[i:i + 1], q8.tensor(q8.inputs[0])))[0], q8.tensor(q8.outputs[0]))
         assert_equal_exact(runf(x[i:i + 1])[0], want, f"sample {i}")
+        assert_equal_exact(art.run(x[i:i + 1])[0], want, f"kiln, sample {i}")
 
 
 def test_int8_model_is_returned_unchanged():
@@ -342,6 +345,8 @@ def test_methods_and_bias_correction_run(models_dir):
         quantize(g, cal, method="nope")
     with pytest.raises(InputError, match="unknown quantize option"):
         quantize(g, cal, methd="mse")
+    with pytest.raises(InputError, match="unknown activation tensor"):
+        quantize(g, cal, per_tensor={"no such tensor": "mse"})
 
 
 # --------------------------------------------------------------------------- calibration data
@@ -442,22 +447,23 @@ def test_digits_accuracy_and_agreement_and_tflm_identity(digits):
     assert accuracy >= 0.94 and agreement >= 0.98
 
 
-# Floors: measured SQNR (README, "Quantization") minus ~3 dB. 64 calibration samples
-# (seed 0), 16 test samples (seed 1) from tests/quantize_inputs.py.
+# Floors: the measured SQNR (128 calibration samples, seed 0; 32 test samples, seed 1;
+# from tests/quantize_inputs.py) less ~3 dB. Measured: KWS 20.7, VWW 28.6, IC 19.4,
+# AD 34.4 dB (compiler/quantize/README.md has the figures with more samples).
 MLPERF_FLOAT_SQNR_FLOOR = {
-    "kws_ref_model_float32": 16.0,
-    "vww_96_float": 27.0,
-    "pretrainedResnet": 17.0,
-    "ad01_fp32": 29.0,
+    "kws_ref_model_float32": 18.0,
+    "vww_96_float": 25.5,
+    "pretrainedResnet": 16.5,
+    "ad01_fp32": 31.0,
 }
 
 
 @pytest.mark.parametrize("name", sorted(MLPERF_FLOAT_SQNR_FLOOR))
 def test_mlperf_float_models_quantize_compile_and_run(name):
     g = load(model_path(name))
-    q = quantize(g, quantize_inputs.inputs(name, 64, seed=0))
+    q = quantize(g, quantize_inputs.inputs(name, 128, seed=0))
     art = compile(q, board="host")
-    x = quantize_inputs.inputs(name, 16, seed=1)
+    x = quantize_inputs.inputs(name, 32, seed=1)
     xq = to_int8(x, q.tensor(q.inputs[0]))
     got = np.stack([art.run(xq[i:i + 1])[0] for i in range(len(x))])
     tflm = Tflm(write(q))
@@ -492,3 +498,24 @@ def test_cli_quantize_and_compile(models_dir, tmp_path, capsys):
                str(d / "digits_test_y.npy"), "-o", str(tmp_path / "x.tflite")])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "not float" in err
+
+
+def test_cli_two_inputs_one_calibration_per_input(tmp_path, capsys):
+    from kiln.compiler.cli import main
+
+    model = tmp_path / "add.tflite"
+    model.write_bytes(_binary("ADD"))
+    np.save(tmp_path / "a.npy", f32((16, 1, 4, 4, 3)))
+    (tmp_path / "b").mkdir()
+    for i in range(16):
+        np.save(tmp_path / "b" / f"{i}.npy", f32((4, 4, 3), 0, 5))
+    out = tmp_path / "add_int8.tflite"
+    rc = main(["quantize", str(model), "--calibration", str(tmp_path / "a.npy"), "--calibration",
+               str(tmp_path / "b"), "-o", str(out), "--io", "float", "--tensor-method", "t0=mse"])
+    assert rc == 0, capsys.readouterr().err
+    q = load(out)
+    assert [op.type for op in q.ops] == ["QUANTIZE", "QUANTIZE", "ADD", "DEQUANTIZE"]
+    a, b = f32((1, 4, 4, 3)), f32((1, 4, 4, 3), 0, 5)
+    np.testing.assert_allclose(Tflm(out.read_bytes())(a, b)[0], a + b, atol=0.1)
+    rc = main(["quantize", str(model), "--calibration", str(tmp_path / "a.npy"), "-o", str(out)])
+    assert rc == 2 and "one calibration file or directory per input" in capsys.readouterr().err

@@ -332,8 +332,18 @@ class Rewriter:
                                 Quant(np.array([scale], np.float32), np.array([zp], np.int64)), q)
 
     # the whole graph ----------------------------------------------------------------------------
+    def _check_per_tensor(self) -> None:
+        acts = [t for t in self.g.tensors if self._is_act(t.id)]
+        known = {t.name for t in acts} | {t.id for t in acts}
+        unknown = [k for k in self.opt.per_tensor if k not in known]
+        if unknown:
+            names = ", ".join(t.name for t in acts[:6]) + (", ..." if len(acts) > 6 else "")
+            raise InputError(f"per-tensor method for unknown activation tensor(s) "
+                             f"{', '.join(map(repr, unknown))}; activations: {names}")
+
     def run(self) -> Graph:
         g = self.g
+        self._check_per_tensor()
         self._plan_groups()
         params = self._activation_params()
         requant = set(self.requant)

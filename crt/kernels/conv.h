@@ -28,8 +28,10 @@
  * fold holds at the borders too. DEPTHWISE_CONV_2D and TRANSPOSE_CONV take
  * the model's bias unchanged. A NULL bias means all zeros.
  *
- * Accumulators are int32. The compiler rejects a layer whose worst case
- * |bias| + taps * 128 * 255 could leave int32 (see each kernel), so no
+ * Accumulators are int32. The compiler rejects a layer unless, for every
+ * output channel, |model bias| + 256 * sum|filter| < 2^31: that bounds
+ * TFLM's accumulator (|input + input_offset| <= 255) and kiln's folded one
+ * (|folded bias| <= |bias| + 128 * sum|filter|, |input| <= 128), so no
  * accumulator here overflows for any input.
  *
  * Scratch: kernels that need it take a kiln_context_t and say how much with

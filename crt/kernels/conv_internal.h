@@ -48,8 +48,9 @@ static inline int8_t kiln_conv_output(int32_t acc, int32_t multiplier, int32_t s
  * (FULLY_CONNECTED's filter_offset * sum(row)). This is the inner loop of
  * CONV_2D (row = one receptive field) and FULLY_CONNECTED (row = one batch);
  * four output channels at a time share every load of `row`.
- * Overflow: each product is in [-16384, 16384]; callers guarantee
- * |bias| + |row_term| + depth * 16384 < 2^31 (checked by the compiler).
+ * Overflow: |sum_k row[k] * filter[k]| <= 128 * sum|filter|; with the
+ * compiler's bound on the folded bias (conv.h) and on row_term, every partial
+ * sum fits int32.
  */
 static inline void kiln_row_times_filter_s8(const int8_t *row, const int8_t *filter,
                                             int32_t depth, const int32_t *bias,
@@ -84,6 +85,16 @@ static inline void kiln_row_times_filter_s8(const int8_t *row, const int8_t *fil
                 a2 += x * w2[k + j];
                 a3 += x * w3[k + j];
             }
+        }
+        if (depth - k >= KILN_CONV_BLOCK / 2) {
+            for (int32_t j = 0; j < KILN_CONV_BLOCK / 2; ++j) {
+                const int32_t x = row[k + j];
+                a0 += x * w0[k + j];
+                a1 += x * w1[k + j];
+                a2 += x * w2[k + j];
+                a3 += x * w3[k + j];
+            }
+            k += KILN_CONV_BLOCK / 2;
         }
         for (; k < depth; ++k) {
             const int32_t x = row[k];

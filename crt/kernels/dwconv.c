@@ -6,8 +6,8 @@
  * image are skipped (TFLM's "zero padding by omission"), so the model's bias
  * is used as is, and the input offset is added to every input value.
  * Overflow: each product filter * (input + input_offset) is in
- * [-128 * 255, 128 * 255] = [-32640, 32640]; the compiler checks
- * |bias| + KH * KW * 32640 < 2^31.
+ * [-128 * 255, 128 * 255]; the compiler checks |bias| + 256 * sum|filter|
+ * < 2^31 per output channel, so no partial sum leaves int32.
  */
 #include "conv_internal.h"
 

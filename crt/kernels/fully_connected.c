@@ -9,8 +9,9 @@
  * with folded_bias[u] = bias[u] + input_offset * sum_k (w[k] + filter_offset),
  * a compile-time constant. The middle term is computed once per row, and only
  * when filter_offset != 0 (per-tensor weights with a zero point).
- * Overflow: |sum w * x| <= depth * 16384 and |filter_offset * sum x| <=
- * 128 * 128 * depth; the compiler checks |folded_bias| + depth * 32768 < 2^31.
+ * Overflow: |sum w * x| <= 128 * sum|w| and |filter_offset * sum x| <=
+ * 128 * |filter_offset| * depth; the compiler checks that these plus
+ * |bias| + 128 * sum|w + filter_offset| (the fold) stay below 2^31.
  */
 #include "conv_internal.h"
 

@@ -15,8 +15,40 @@
 /* Channels reduced together; the accumulators live on the stack (128 bytes). */
 #define KILN_POOL_BLOCK 32
 
-/* Largest window: keeps the average's int32 sum far from overflow. */
-#define KILN_POOL_MAX_WINDOW (INT32_C(1) << 24)
+/* Largest window (pool.h): |sum| + count / 2 < 2^24 for the exact division below. */
+#define KILN_POOL_MAX_WINDOW (INT32_C(1) << 16)
+
+/* Division by a window count without a divide per element: for 0 <= a < 2^32
+ * and 1 <= d <= 2^l, m = ceil(2^(32 + l) / d) gives (a * m) >> (32 + l) ==
+ * floor(a / d) exactly (the error m * d - 2^(32 + l) is below d <= 2^l, so it
+ * adds less than a / (d * 2^32) < 1 / d; Granlund & Montgomery 1994). With
+ * a < 2^24 and m < 2^33 the product fits in 64 bits. */
+typedef struct {
+    uint64_t multiplier;
+    int32_t shift;
+    int32_t divisor;
+} kiln_divisor_t;
+
+static kiln_divisor_t make_divisor(int32_t d)
+{
+    int32_t l = 0;
+    while ((INT32_C(1) << l) < d) {
+        ++l;
+    }
+    const uint64_t power = UINT64_C(1) << (32 + l);
+    const kiln_divisor_t r = {(power + (uint64_t)d - 1) / (uint64_t)d, 32 + l, d};
+    return r;
+}
+
+/* sum / count rounded half away from zero, as TFLite's integer average pool
+ * ((sum +- count / 2) / count with C's truncating division): the magnitude is
+ * floor((|sum| + count / 2) / count), the sign the sum's. */
+static int32_t rounded_average(int32_t sum, const kiln_divisor_t *count)
+{
+    const uint32_t a = (uint32_t)(sum < 0 ? -sum : sum) + (uint32_t)(count->divisor / 2);
+    const int32_t q = (int32_t)(((uint64_t)a * count->multiplier) >> count->shift);
+    return sum > 0 ? q : -q;
+}
 
 /* The rows [*first, *last) of a window starting at `origin` that fall inside
  * [0, size); empty (first >= last) when the window misses the input. */
@@ -52,12 +84,32 @@ static kiln_status_t check_args(const kiln_pool_params_t *params,
     return KILN_OK;
 }
 
-/* sum / count rounded half away from zero, as TFLite's integer average pool:
- * C division truncates toward zero, so adding half the divisor with the sum's
- * sign rounds ties away from zero. count >= 1. */
-static int32_t rounded_average(int32_t sum, int32_t count)
+/* sum[j] += row[j] for one window pixel; a full block has a constant trip count,
+ * which compilers unroll or vectorise. */
+static void add_pixel(int32_t *sum, const int8_t *row, int32_t n)
 {
-    return sum > 0 ? (sum + count / 2) / count : (sum - count / 2) / count;
+    if (n == KILN_POOL_BLOCK) {
+        for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {
+            sum[j] += row[j];
+        }
+    } else {
+        for (int32_t j = 0; j < n; ++j) {
+            sum[j] += row[j];
+        }
+    }
+}
+
+static void max_pixel(int8_t *max, const int8_t *row, int32_t n)
+{
+    if (n == KILN_POOL_BLOCK) {
+        for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {
+            max[j] = row[j] > max[j] ? row[j] : max[j];
+        }
+    } else {
+        for (int32_t j = 0; j < n; ++j) {
+            max[j] = row[j] > max[j] ? row[j] : max[j];
+        }
+    }
 }
 
 kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
@@ -75,6 +127,7 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
     const int32_t out_w = output_dims->w;
     const int32_t act_min = params->activation.min;
     const int32_t act_max = params->activation.max;
+    kiln_divisor_t divisor = make_divisor(1);
 
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;
@@ -90,11 +143,14 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
                     return KILN_ERR_ARG; /* a window with no input: no average */
                 }
                 const int32_t count = (ky_last - ky_first) * (kx_last - kx_first);
+                if (count != divisor.divisor) {
+                    divisor = make_divisor(count); /* changes only at the borders */
+                }
                 int8_t *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) * channels;
 
                 for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {
                     const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);
-                    /* |sum| <= 128 * count <= 2^31 / 64 (count <= 2^24): no overflow. */
+                    /* |sum| <= 128 * count <= 2^23 (count <= 2^16): no overflow. */
                     int32_t sum[KILN_POOL_BLOCK];
                     for (int32_t j = 0; j < n; ++j) {
                         sum[j] = 0;
@@ -103,14 +159,12 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
                         const int8_t *row = in_batch +
                             ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
                         for (int32_t kx = kx_first; kx < kx_last; ++kx) {
-                            for (int32_t j = 0; j < n; ++j) {
-                                sum[j] += row[j];
-                            }
+                            add_pixel(sum, row, n);
                             row += channels;
                         }
                     }
                     for (int32_t j = 0; j < n; ++j) {
-                        out_px[c0 + j] = (int8_t)kiln_clamp(rounded_average(sum[j], count),
+                        out_px[c0 + j] = (int8_t)kiln_clamp(rounded_average(sum[j], &divisor),
                                                             act_min, act_max);
                     }
                 }
@@ -158,9 +212,7 @@ kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,
                         const int8_t *row = in_batch +
                             ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
                         for (int32_t kx = kx_first; kx < kx_last; ++kx) {
-                            for (int32_t j = 0; j < n; ++j) {
-                                max[j] = row[j] > max[j] ? row[j] : max[j];
-                            }
+                            max_pixel(max, row, n);
                             row += channels;
                         }
                     }

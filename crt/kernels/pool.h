@@ -19,7 +19,7 @@
 typedef struct {
     kiln_tile_t stride;            /* >= 1 */
     kiln_tile_t padding;           /* rows/columns of padding before the input, >= 0 */
-    kiln_tile_t filter;            /* window size, >= 1; filter.h * filter.w <= 2^24 */
+    kiln_tile_t filter;            /* window size, >= 1; filter.h * filter.w <= 2^16 */
     kiln_activation_t activation;  /* clamp range, -128 <= min <= max <= 127 */
 } kiln_pool_params_t;
 

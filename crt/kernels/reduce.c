@@ -33,6 +33,34 @@ static kiln_status_t check_shape(const kiln_reduce_shape_t *s, const void *input
     return count <= KILN_REDUCE_MAX_COUNT ? KILN_OK : KILN_ERR_ARG;
 }
 
+/* acc[j] (+)= p[j] or acc[j] = max(acc[j], p[j]) for j < n; a full block has a
+ * constant trip count, which compilers unroll or vectorise. */
+static void sum_run(int32_t *acc, const int8_t *p, int32_t n)
+{
+    if (n == KILN_REDUCE_BLOCK) {
+        for (int32_t j = 0; j < KILN_REDUCE_BLOCK; ++j) {
+            acc[j] += p[j];
+        }
+    } else {
+        for (int32_t j = 0; j < n; ++j) {
+            acc[j] += p[j];
+        }
+    }
+}
+
+static void max_run(int32_t *acc, const int8_t *p, int32_t n)
+{
+    if (n == KILN_REDUCE_BLOCK) {
+        for (int32_t j = 0; j < KILN_REDUCE_BLOCK; ++j) {
+            acc[j] = p[j] > acc[j] ? p[j] : acc[j];
+        }
+    } else {
+        for (int32_t j = 0; j < n; ++j) {
+            acc[j] = p[j] > acc[j] ? p[j] : acc[j];
+        }
+    }
+}
+
 /* Reduce the n inner elements starting at `base` (n <= KILN_REDUCE_BLOCK) into acc. */
 static void reduce_block(const kiln_reduce_shape_t *s, reduce_op_t op, const int8_t *base,
                          int32_t n, int32_t *acc)
@@ -43,19 +71,15 @@ static void reduce_block(const kiln_reduce_shape_t *s, reduce_op_t op, const int
     }
     for (int32_t r0 = 0; r0 < s->reduce[0]; ++r0) {
         for (int32_t r1 = 0; r1 < s->reduce[1]; ++r1) {
-            const int8_t *plane = base + (ptrdiff_t)r0 * s->reduce_stride[0] +
-                                  (ptrdiff_t)r1 * s->reduce_stride[1];
+            const int8_t *p = base + (ptrdiff_t)r0 * s->reduce_stride[0] +
+                              (ptrdiff_t)r1 * s->reduce_stride[1];
             for (int32_t r2 = 0; r2 < s->reduce[2]; ++r2) {
-                const int8_t *p = plane + (ptrdiff_t)r2 * s->reduce_stride[2];
                 if (op == REDUCE_SUM) {
-                    for (int32_t j = 0; j < n; ++j) {
-                        acc[j] += p[j];
-                    }
+                    sum_run(acc, p, n);
                 } else {
-                    for (int32_t j = 0; j < n; ++j) {
-                        acc[j] = p[j] > acc[j] ? p[j] : acc[j];
-                    }
+                    max_run(acc, p, n);
                 }
+                p += s->reduce_stride[2];
             }
         }
     }
@@ -70,7 +94,11 @@ static int32_t reduce_one(const kiln_reduce_shape_t *s, reduce_op_t op, const in
         for (int32_t r1 = 0; r1 < s->reduce[1]; ++r1) {
             const int8_t *p = base + (ptrdiff_t)r0 * s->reduce_stride[0] +
                               (ptrdiff_t)r1 * s->reduce_stride[1];
-            if (op == REDUCE_SUM) {
+            if (op == REDUCE_SUM && step == 1) {
+                for (int32_t r2 = 0; r2 < s->reduce[2]; ++r2) {
+                    acc += p[r2];
+                }
+            } else if (op == REDUCE_SUM) {
                 for (int32_t r2 = 0; r2 < s->reduce[2]; ++r2) {
                     acc += p[r2 * step];
                 }

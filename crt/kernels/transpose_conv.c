@@ -7,8 +7,8 @@
  * oy + pad - ky is a non-negative multiple of the stride whose quotient iy is
  * inside the input; same for x. Integer sums do not depend on the order, so
  * the result is identical, and no int32 buffer of the whole output is needed.
- * Overflow: each product is in [-32640, 32640]; the compiler checks
- * |bias| + (taps reaching one output) * C_in * 32640 < 2^31.
+ * Overflow: each product is in [-128 * 255, 128 * 255]; the compiler checks
+ * |bias| + 256 * max|filter| * C_in * (taps reaching one output) < 2^31.
  */
 #include "conv_internal.h"
 

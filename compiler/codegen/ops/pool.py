@@ -55,8 +55,8 @@ def _check(ctx: LowerCtx) -> str | None:
     sh, sw = int(o.get("stride_h", 0)), int(o.get("stride_w", 0))
     if min(fh, fw, sh, sw) < 1:
         return f"filter {fh}x{fw} and stride {sh}x{sw} must be >= 1"
-    if fh * fw > (1 << 24):
-        return f"a {fh}x{fw} window is too large (at most 2^24 elements)"
+    if fh * fw > (1 << 16):
+        return f"a {fh}x{fw} window is too large (at most 65536 elements)"
     want = (x.shape[0], pool_out_size(o["padding"], x.shape[1], fh, sh),
             pool_out_size(o["padding"], x.shape[2], fw, sw), x.shape[3])
     if tuple(y.shape) != want:
