@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import tomllib
 
 from .artifact import Artifact
 from .codegen import generate, weights_bytes
+from .codegen.lowering import Target
 from .errors import BoardError
 from .ir import Graph
 from .memory_plan import lower_bound
@@ -23,6 +25,15 @@ def _check_board(board: str) -> None:
         raise BoardError(f"unknown board {board!r}; known boards: {', '.join(known) or 'host'}")
 
 
+def target_for(board: str) -> Target:
+    """The CPU features of `board` that kernel variants depend on (boards/<board>.toml)."""
+    if board == "host":
+        return Target()
+    with open(boards_dir() / f"{board}.toml", "rb") as f:
+        spec = tomllib.load(f)
+    return Target(board=board, cpu=str(spec.get("cpu", "")), dsp=bool(spec.get("dsp", False)))
+
+
 def _tensor_io(graph: Graph, tid: int) -> dict:
     t = graph.tensor(tid)
     scale, zp = (t.quant.single() if t.quant is not None and not t.quant.per_channel
@@ -35,7 +46,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:
     """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input."""
     _check_board(board)
     g = optimize(graph)
-    files, plan, layers, consts = generate(g, KILN_VERSION)
+    files, plan, layers, consts = generate(g, KILN_VERSION, target_for(board))
     offsets = {b.name: b.offset for b in plan.buffers}
     report = {
         "kiln_version": KILN_VERSION,
@@ -51,6 +62,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
                  "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
                  "macs": e.code.macs, "kernel": e.code.kernel,
+                 **({"knobs": e.code.knobs} if e.code.knobs else {}),
                  "scratch_bytes": e.code.scratch_bytes} for i, e in enumerate(layers)],
         "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                      "offset": ("const" if t.is_const else

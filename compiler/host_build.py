@@ -30,13 +30,10 @@ def kernel_sources() -> list[Path]:
     return sorted((crt_dir() / "kernels").glob("*.c"))
 
 
-def _digest(files: dict[str, str], extra: list[str]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+def _kernels_key(flags: list[str]) -> str:
+    h = hashlib.sha256(" ".join(flags).encode())
     for src in kernel_sources() + sorted((crt_dir() / "kernels").glob("*.h")):
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
-    h.update(" ".join(extra).encode())
     return h.hexdigest()[:24]
 
 
@@ -49,10 +46,34 @@ def _run(cmd: list[str], cwd: Path) -> None:
         raise BuildError(f"host C build failed: {' '.join(cmd[:3])} ...\n{proc.stderr.strip()[-4000:]}")
 
 
+def kernel_library(cc: str = "cc") -> Path:
+    """The kernels as a static library, built once per version of crt/kernels (cached)."""
+    key = _kernels_key(HOST_CFLAGS + [cc])
+    lib = cache_root() / f"crt-{key}" / "libkiln_kernels.a"
+    if lib.exists():
+        return lib
+    lib.parent.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=lib.parent.parent) as tmp:
+        work = Path(tmp)
+        objects = []
+        for src in kernel_sources():
+            obj = work / (src.stem + ".o")
+            _run([cc, *HOST_CFLAGS, "-c", "-I", str(crt_dir() / "kernels"), "-o", str(obj),
+                  str(src)], work)
+            objects.append(str(obj))
+        _run(["ar", "rcs", str(work / lib.name), *objects], work)
+        lib.parent.mkdir(exist_ok=True)
+        os.replace(work / lib.name, lib)
+    return lib
+
+
 def build_shared_library(files: dict[str, str], cc: str = "cc") -> Path:
-    """Compile model sources + kernels into a shared library; return its cached path."""
-    key = _digest(files, HOST_CFLAGS + [cc])
-    out_dir = cache_root() / key
+    """Compile model sources, link the kernel library; return the cached shared library."""
+    kernels = kernel_library(cc)
+    h = hashlib.sha256(kernels.parent.name.encode())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    out_dir = cache_root() / h.hexdigest()[:24]
     lib = out_dir / "libkiln_model.so"
     if lib.exists():
         return lib
@@ -62,9 +83,9 @@ def build_shared_library(files: dict[str, str], cc: str = "cc") -> Path:
         for name, text in files.items():
             (work / name).write_text(text)
         sources = [str(work / n) for n in sorted(files) if n.endswith(".c")]
-        sources += [str(s) for s in kernel_sources()]
         _run([cc, *HOST_CFLAGS, "-shared", "-Wl,-Bsymbolic", "-I", str(work),
-              "-I", str(crt_dir() / "kernels"), "-o", str(work / lib.name), *sources, "-lm"], work)
+              "-I", str(crt_dir() / "kernels"), "-o", str(work / lib.name), *sources,
+              str(kernels), "-lm"], work)
         out_dir.mkdir(exist_ok=True)
         os.replace(work / lib.name, lib)
     return lib

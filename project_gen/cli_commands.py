@@ -20,8 +20,9 @@ from kiln.compiler.errors import InputError
 
 from .boards import list_boards
 from .console import RunResult
+from .inputs import random_inputs
 from .project import MANIFEST, MODES, Project, create_project
-from .qemu import ICOUNT_SHIFT
+from .qemu import ICOUNT_SHIFT, ticks_to_instructions
 from .sizes import SizeReport
 from .toolchain import QEMU_ARM, have_tool
 
@@ -156,13 +157,31 @@ def _save_outputs(path: str, result: RunResult) -> None:
     print(f"wrote {path}")
 
 
+def _run_host_driven(project: Project, inputs: list[np.ndarray] | None,
+                     port: str | None) -> RunResult:
+    xs = inputs if inputs is not None else random_inputs(project.input_specs)
+    with project.connect(port=port) as session:
+        outputs = session.run(xs)
+        ticks = session.last_run_ticks or 0
+        tick_hz = session.device.tick_hz
+    result = RunResult(outputs=outputs, samples=[outputs], ticks=[ticks], tick_hz=tick_hz,
+                       unit=project.board.tick_unit)
+    if project.board.runs_on == "qemu" and port is None:
+        result.instructions = result.cycles = ticks_to_instructions(ticks, tick_hz)
+    elif not project.board.is_host:
+        result.cycles = ticks
+    return result
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """`kiln run MODEL|DIR [--board B] [--input X.npy ...] [--output OUT.npz]` via a project.
 
-    A DIR is a project made by `kiln project create` (built if needed); a MODEL
-    is compiled into a temporary standalone project for --board (default host).
-    Reads args.model (or args.target), board, input, output and, when present,
-    timeout.
+    A DIR is a project made by `kiln project create` (built if needed; its own
+    board, whatever --board says): standalone firmware runs with its baked
+    inputs (or --input, baked in first), host-driven firmware over RPC (QEMU,
+    the host, or a real board at args.port). A MODEL is compiled into a
+    temporary standalone project for --board (default host). Reads args.model
+    (or args.target), board, input, output and, when present, port and timeout.
     """
     target = Path(getattr(args, "model", None) or getattr(args, "target"))
     inputs = _load_inputs(getattr(args, "input", None))
@@ -171,12 +190,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not (target / MANIFEST).exists():
             raise InputError(f"{target} is a directory but not a kiln project")
         project = Project.open(target)
-        if args.board and args.board != project.board.name:
-            raise InputError(f"{target} is a project for {project.board.name}, "
-                             f"not {args.board}")
-        result = project.run(inputs, timeout=timeout)
-        report = project.size_report()
-        _print_size(project, report)
+        if project.mode == "host-driven":
+            result = _run_host_driven(project, inputs, getattr(args, "port", None))
+        else:
+            result = project.run(inputs, timeout=timeout)
+        if project.elf.exists():
+            _print_size(project, project.size_report())
         _print_result(project, result)
     else:
         if not target.exists():

@@ -25,11 +25,11 @@ from kiln.compiler.errors import BoardError, BuildError, InputError, KilnError
 from kiln.compiler.paths import crt_dir
 
 from . import render
-from .render import model_name
 from .boards import Board, get_board
 from .console import RunResult, to_result
 from .inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
 from .qemu import ICOUNT_SHIFT, run_elf, ticks_to_instructions
+from .render import model_name
 from .sizes import SizeReport, check_fits, linker_overflows, overflow_error, size_report
 from .toolchain import MAKE, compiler_for, find_tool
 
@@ -203,7 +203,7 @@ class Project:
         host board runs it as a subprocess. The session checks that the device
         runs this project's build (build id and board). `options` go to Session.
         """
-        from .session import ExpectedFirmware, Session, TensorSpec as WireSpec
+        from .session import ExpectedFirmware, Session
         from .transport import QemuTransport, SerialTransport, SubprocessTransport
 
         if self.mode != "host-driven":
@@ -224,14 +224,11 @@ class Project:
                              f"{self.path / 'build' / 'firmware.hex'} and pass its serial "
                              f"port (port='/dev/ttyACM0')")
 
-        def wire(specs: list[TensorSpec]) -> list[Any]:
-            return [WireSpec(s.name, s.shape, s.dtype.name) for s in specs]
-
         expected = ExpectedFirmware(build_id=self.manifest["project"]["build_id"],
                                     board=board.name)
         try:
-            return Session(transport, inputs=wire(self.input_specs),
-                           outputs=wire(self.output_specs), expected=expected, **options)
+            return Session(transport, inputs=self.input_specs, outputs=self.output_specs,
+                           expected=expected, **options)
         except BaseException:
             transport.close()
             raise

@@ -189,6 +189,7 @@ class _Pending:
     wire: float
     accepted: bool = False
     noisy: bool = False  # damaged frames or NAKs seen (not mere silence)
+    reacted: bool = False  # a damaged frame/NAK already triggered a resend of this copy
     retries: int = 0
     backoff: float = 0.0
     last_send: float = 0.0
@@ -224,7 +225,11 @@ class RpcClient:
         return self._seq
 
     def _send(self, p: _Pending) -> None:
-        self.transport.write(p.frame)
+        # One extra delimiter (an empty frame, ignored): if noise eats the frame's own
+        # closing 00, the device still sees the end of the frame without waiting for
+        # our next one.
+        self.transport.write(p.frame + b"\x00")
+        p.reacted = False
         self.stats.bytes_sent += len(p.frame)
         p.last_send = time.monotonic()
 
@@ -297,30 +302,34 @@ class RpcClient:
         compute_limit = timeout if timeout is not None else opts.command_timeout
         p.deadlines["compute"] = p.last_send + compute_limit + p.wire
         while True:
-            deadline = p.deadlines["compute"] if p.accepted else p.deadlines["answer"]
+            deadline = p.deadlines["answer"]
+            if p.accepted:
+                deadline = min(deadline, p.deadlines["compute"])
             event = self._next_event(deadline)
             now = time.monotonic()
             if event is None:
-                if p.accepted:
+                if p.accepted and now >= p.deadlines["compute"]:
                     raise TransportError(
                         f"{self.transport.name}: the device accepted {_cmd_name(cmd)} but gave no "
                         f"answer within {compute_limit:.1f} s: it hangs (or needs a longer timeout)")
                 if long and now < p.deadlines["compute"]:
-                    # Maybe busy computing with its ACK lost: keep asking, bounded by time.
+                    # Busy computing (ACK seen or lost), or the answer was lost: ask again
+                    # now and then; a busy device answers the copies from its kept
+                    # response when done. Bounded by the compute deadline, not by count.
                     p.retries -= 1
                 self._retransmit(p, "silence", give_up_at)
                 continue
             if isinstance(event, BadFrame):
                 self.stats.bad_frames += 1
                 p.noisy = True
-                if now - p.last_send > p.wire / 4:  # not the echo of noise we already answered
+                if not p.reacted:  # one resend per copy sent: older noise may NAK too
                     self._retransmit(p, "damaged frames", give_up_at)
                 continue
             self._any_valid_frame = True
             if event.cmd == DeviceFrame.NAK:
                 self.stats.naks += 1
                 p.noisy = True
-                if now - p.last_send > p.wire / 4:
+                if not p.reacted:
                     self._retransmit(p, "NAKs", give_up_at)
                 continue
             if event.cmd == DeviceFrame.BOOT:

@@ -36,8 +36,13 @@ def _cc(argv: list[str], cwd: Path | None = None) -> None:
 
 
 def build_host_fixture(out: Path, tuning: bool = False, in0_bytes: int = 3000,
-                       sanitize: bool = False, max_payload: int | None = None) -> Path:
-    """The fixture as host-board firmware: POSIX stdio is its serial line."""
+                       sanitize: bool = False, max_payload: int | None = None,
+                       platform: str = "test") -> Path:
+    """The fixture as host-board firmware: POSIX stdio is its serial line.
+
+    platform "test": tests/rpc_c/posix_test_platform.c (sleeps while idle, flushes
+    per frame); "crt": the host board's own crt/platform/posix.c.
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = ["gcc", *WARNINGS, "-O2", f"-DFIXTURE_IN0_BYTES={in0_bytes}",
             f"-I{CRT}", f"-I{RPC}", f"-I{FIXTURE}"]
@@ -45,7 +50,8 @@ def build_host_fixture(out: Path, tuning: bool = False, in0_bytes: int = 3000,
         argv.append(f"-DKILN_RPC_MAX_PAYLOAD={max_payload}u")
     if sanitize:
         argv += SANITIZE
-    sources = [*rpc_sources(), FIXTURE / "model.c", FIXTURE / "main.c", CRT / "platform" / "posix.c"]
+    plat = C_TESTS / "posix_test_platform.c" if platform == "test" else CRT / "platform" / "posix.c"
+    sources = [*rpc_sources(), FIXTURE / "model.c", FIXTURE / "main.c", plat]
     if tuning:
         argv += TUNE_FLAGS
         sources.append(FIXTURE / "kiln_tune.c")

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import kiln.compiler as kc
-from kiln.compiler.codegen.lowering import LOWERINGS, LowerCtx
-from kiln.compiler.codegen.ops.conv import conv2d_variant, out_size
+from kiln.compiler.codegen.lowering import LOWERINGS, LowerCtx, Target
+from kiln.compiler.codegen.ops.conv import LayerShape, conv2d_variant, out_size
 from kiln.compiler.errors import ModelError
 from kiln.compiler.paths import crt_dir
 from reference import assert_equal_exact, run_reference
@@ -61,16 +61,18 @@ def _build(cases: list[Case]) -> bytes:
     return build_model(ops, tensors, model_in, model_out)
 
 
-def run_cases(cases: list[Case], seed: int, ref_cases: list[Case] | None = None) -> kc.Artifact:
+def run_cases(cases: list[Case], seed: int, ref_cases: list[Case] | None = None,
+              board: str = "host") -> kc.Artifact:
     """Compile all cases as one model, run kiln and TFLM on the same random inputs, and
     compare every output exactly. `ref_cases` (same inputs) builds TFLM's model instead,
-    for cases TFLM cannot run as they are."""
+    for cases TFLM cannot run as they are. `board` picks the variants (a board with the
+    DSP extension gets the SIMD ones, whose plain C path runs here on the host)."""
     model = _build(cases)
     ref_model = model if ref_cases is None else _build(ref_cases)
     rng = np.random.default_rng(seed)
     xs = [rand_int8(t.shape, rng, c.x_low, c.x_high)
           for c in cases for t in c.inputs if t is not None and t.data is None]
-    art = kc.compile(kc.load(model), board="host")
+    art = kc.compile(kc.load(model), board=board)
     got = art.run(*xs)
     want = run_reference(ref_model, xs)
     failures = []
@@ -237,7 +239,7 @@ def dwconv_case(rng: np.random.Generator, i: int, **fixed) -> Case:
     return Case("DEPTHWISE_CONV_2D", [x, wt, b], y, opts, label)
 
 
-def run_dwconv_cases(cases: list[Case], seed: int) -> None:
+def run_dwconv_cases(cases: list[Case], seed: int, board: str = "host") -> kc.Artifact:
     """Neither TFLM nor TFLite runs a DEPTHWISE_CONV_2D without a bias (TFLM's Prepare()
     crashes on DeallocateTempTfLiteTensor(nullptr) in depthwise_conv_common.cc; TFLite
     refuses), so TFLM runs those cases with an explicit zero bias, which means the same."""
@@ -249,7 +251,7 @@ def run_dwconv_cases(cases: list[Case], seed: int) -> None:
                                data=np.zeros(w.shape[3], np.int32))
             c = Case(c.op, [c.inputs[0], w, zeros], c.output, c.options, c.label)
         ref_cases.append(c)
-    run_cases(cases, seed, ref_cases=ref_cases)
+    return run_cases(cases, seed, ref_cases=ref_cases, board=board)
 
 
 def test_dwconv2d_random():
@@ -554,15 +556,20 @@ def test_conv2d_buffer_size_matches_python_and_bad_arguments_refused(tmp_path: P
     got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True,
                                           check=True).stdout.split()]
     for (cin, cout, kh, kw), size in zip(shapes, got):
-        kernel, scratch = conv2d_variant((cout, kh, kw, cin), cin, (1, 1))
-        assert kernel == "kiln_conv2d_s8" and scratch == size
+        shape = LayerShape(input=(1, 9, 9, cin), filter=(cout, kh, kw, cin),
+                           output=(1, 9, 9, cout), padding=(1, 1))
+        v = conv2d_variant(shape, Target())
+        assert v.kernel == "kiln_conv2d_s8" and v.scratch == size
 
 
 # --- cross compile ------------------------------------------------------------------------
 
-_CONV_SOURCES = ("conv2d.c", "dwconv.c", "fully_connected.c", "transpose_conv.c")
+_CONV_SOURCES = ("conv2d.c", "dwconv.c", "fully_connected.c", "transpose_conv.c",
+                 "conv2d_gemm.c", "dwconv_3x3.c", "fully_connected_rows.c")
 _ARM_FLAGS = {
     "cortex-m4": ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
+    "cortex-m7": ["-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"],
+    "cortex-m33": ["-mcpu=cortex-m33", "-mthumb", "-mfloat-abi=soft"],
     "cortex-m3": ["-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"],
     "cortex-m0plus": ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"],
 }

@@ -159,6 +159,8 @@ def test_strided_slice_tflite_only_features():
         slice_case((2, 3, 4, 5, 3), [0, 1, 3, 4, 2], [2, 3, 0, 0, 0], [1, 1, -1, -2, -1]),
         slice_case((3, 4), [0, 0, 0], [0, 0, 0], [1, 1, 1], new_axis_mask=0b100,
                    begin_mask=0b011, end_mask=0b011),
+        slice_case((4, 6, 5), [1, 2, 0], [2, 3, 5], [1, 1, 1], offset=True),
+        slice_case((4, 6, 5), [-3, 1, 4], [2, 4, -3], [1, 2, -1], offset=True),
     ]
     check_cases(cases, seed=4, engine="tflite_ref")
 

@@ -100,7 +100,8 @@ def _sanitizer_main(n_in: int, n_out: int) -> str:
               '    FILE *f = fopen(path, write ? "wb" : "rb");', "    if (f == NULL) return 1;",
               "    size_t done = write ? fwrite(buf, 1, n, f) : fread(buf, 1, n, f);",
               "    fclose(f);", "    return done != n;", "}", "",
-              "int main(int argc, char **argv)", "{", f"    if (argc != {1 + n_in + n_out}) return 2;"]
+              "int main(int argc, char **argv)", "{",
+              f"    if (argc != {1 + n_in + n_out}) return 2;"]
     lines += [f"    if (io(argv[{1 + i}], in{i}, sizeof in{i}, 0)) return 3;" for i in range(n_in)]
     lines += ["    const void *inputs[] = {" + ", ".join(f"in{i}" for i in range(n_in)) + "};",
               "    void *outputs[] = {" + ", ".join(f"out{j}" for j in range(n_out)) + "};",

@@ -136,3 +136,32 @@ def test_cli_overflow_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_cli_not_a_project(tmp_path):
     assert kiln_main(["project", "build", str(tmp_path)]) == 2
+
+
+def test_connect_runs_a_host_driven_project_over_rpc(tmp_path, digits_art):
+    require_tool("cc")
+    x = np.load(DIGITS_X)[3]
+    p = create_project(digits_art, board="host", out_dir=tmp_path / "p", mode="host-driven")
+    with p.connect() as session:
+        assert session.device.build_id == p.manifest["project"]["build_id"]
+        [y] = session.run(x[None])
+    np.testing.assert_array_equal(y, run_reference(DIGITS.read_bytes(), x[None])[0])
+
+
+def test_run_command_on_a_host_driven_project(tmp_path, digits_art, capsys):
+    import argparse
+
+    from kiln.project_gen.cli_commands import cmd_run, wants_project_run
+
+    require_tool("cc")
+    create_project(digits_art, board="host", out_dir=tmp_path / "p", mode="host-driven")
+    args = argparse.Namespace(model=str(tmp_path / "p"), board="host", input=[str(DIGITS_X)],
+                              output=str(tmp_path / "o.npz"))
+    assert wants_project_run(args)
+    with pytest.raises(InputError, match="one sample"):     # RPC runs one at a time
+        cmd_run(args)
+    np.save(tmp_path / "one.npy", np.load(DIGITS_X)[:1])
+    args.input = [str(tmp_path / "one.npy")]
+    assert cmd_run(args) == 0
+    assert "ms per inference on the host" in capsys.readouterr().out
+    assert np.load(tmp_path / "o.npz")["output_0"].shape == (1, 10)

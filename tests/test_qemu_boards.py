@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pytest
 
 from conftest import REPO, model_path, require_tool
 from reference import run_reference
 
+from kiln.compiler.errors import DeviceError
 from kiln.project_gen import create_project, list_boards
+from kiln.project_gen.cli_commands import cmd_run
 from kiln.project_gen.elf import read_elf
 
 pytestmark = [pytest.mark.cross, pytest.mark.qemu]
@@ -63,3 +67,33 @@ def test_mlperf_model_on_other_boards(tmp_path, board, model):
     r = p.run()
     x = p.sample_inputs()[0]      # the fixed-seed random sample baked into the firmware
     np.testing.assert_array_equal(r.outputs[0], run_reference(path.read_bytes(), x)[0])
+
+
+def test_host_driven_firmware_on_qemu(tmp_path):
+    x = np.load(DIGITS_X)[5]
+    p = create_project(DIGITS, board="mps2-an386", out_dir=tmp_path / "p", mode="host-driven")
+    with p.connect() as session:
+        [y] = session.run(x[None])
+        assert session.device.board == "mps2-an386"
+    np.testing.assert_array_equal(y, reference(DIGITS, x[None]))
+
+
+def test_a_fault_ends_the_run_with_a_clear_error(tmp_path):
+    p = create_project(DIGITS, board="mps2-an385", out_dir=tmp_path / "p")
+    main_c = tmp_path / "p" / "src" / "main.c"
+    main_c.write_text(main_c.read_text().replace(
+        "kiln_platform_init();", "kiln_platform_init();\n    __builtin_trap();", 1))
+    with pytest.raises(DeviceError, match=r"faulted \(exception 0x03\)"):
+        p.run(timeout=30)
+
+
+def test_run_command_on_a_model_for_a_qemu_board(tmp_path, capsys):
+    args = argparse.Namespace(model=str(DIGITS), board="lm3s6965evb", input=[str(DIGITS_X)],
+                              output=str(tmp_path / "out.npz"))
+    assert cmd_run(args) == 0
+    out = capsys.readouterr().out
+    assert "instructions (QEMU -icount shift=6) per inference on lm3s6965evb" in out
+    y = np.load(tmp_path / "out.npz")["output_0"]
+    assert y.shape == (360, 10)
+    labels = np.load(REPO / "examples" / "digits" / "digits_test_y.npy")
+    assert np.mean(y.argmax(axis=1) == labels) > 0.95

@@ -9,7 +9,7 @@ from ..ir import Graph
 from ..memory_plan import Buffer, Plan, plan as plan_memory
 from . import ops  # noqa: F401  (registers the lowerings)
 from .emit import EmittedLayer, model_c, model_h, weights_c, weights_h
-from .lowering import LOWERINGS, LowerCtx
+from .lowering import LOWERINGS, LowerCtx, Target
 
 _PASS_THROUGH_FLOAT = {"QUANTIZE", "DEQUANTIZE"}
 
@@ -85,23 +85,31 @@ def _buffers(graph: Graph, layers: list[EmittedLayer]) -> list[Buffer]:
     return buffers
 
 
-def lower(graph: Graph) -> tuple[list[EmittedLayer], dict]:
+def lower(graph: Graph, target: Target | None = None,
+          layer_knobs: dict[int, dict] | None = None) -> tuple[list[EmittedLayer], dict]:
+    """Lower every op for `target` (default: the host); `layer_knobs` forces the
+    variant knobs of some layers (by position in graph.ops), e.g. from tuning."""
     check_supported(graph)
     consts: dict = {}
     layers = []
+    target = target or Target()
+    layer_knobs = layer_knobs or {}
     for step, op in enumerate(graph.ops):
-        ctx = LowerCtx(graph=graph, op=op, layer=step, consts=consts)
+        ctx = LowerCtx(graph=graph, op=op, layer=step, consts=consts, target=target,
+                       knobs=layer_knobs.get(step))
         code = LOWERINGS[op.type].fn(ctx)
         layers.append(EmittedLayer(op=op, code=code, pointers=dict(ctx.pointers)))
     return layers, consts
 
 
-def generate(graph: Graph, version: str) -> tuple[dict[str, str], Plan, list[EmittedLayer], dict]:
+def generate(graph: Graph, version: str, target: Target | None = None,
+             layer_knobs: dict[int, dict] | None = None,
+             ) -> tuple[dict[str, str], Plan, list[EmittedLayer], dict]:
     """Lower, plan and emit. Returns (files, plan, layers, consts)."""
     for tid in graph.outputs:
         if graph.tensor(graph.storage_root(tid)).is_const:
             raise ModelError(f"model output {graph.tensor(tid).name} is a constant; nothing to compute")
-    layers, consts = lower(graph)
+    layers, consts = lower(graph, target, layer_knobs)
     plan = plan_memory(_buffers(graph, layers))
     offsets = {t.id: plan.by_name[t.c_name].offset for t in graph.tensors
                if t.c_name in plan.by_name}

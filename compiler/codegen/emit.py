@@ -109,9 +109,10 @@ def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, ve
 
 
 def _arena_table(graph: Graph, plan: Plan) -> list[str]:
-    lines = [" * Arena plan (bytes): offset    size  steps   buffer"]
+    lines = [" * Arena plan, in bytes; steps are the layers during which a buffer is live:",
+             " *    offset     size   steps    buffer"]
     for b in sorted(plan.buffers, key=lambda b: (b.offset, b.first, b.name)):
-        lines.append(f" *                 {b.offset:7d} {b.size:7d}  {b.first:>3}..{b.last:<3} {b.name}")
+        lines.append(f" *   {b.offset:7d}  {b.size:7d}   {b.first:>3}..{b.last:<3}  {b.name}")
     lines.append(f" * Arena total {plan.arena_bytes} bytes; live-tensor lower bound "
                  f"{plan.lower_bound} bytes.")
     return lines

@@ -38,6 +38,7 @@ class LayerCode:
     scratch_bytes: int = 0
     macs: int = 0
     summary: str = ""              # one line for the layer comment: stride, padding, ...
+    knobs: dict = field(default_factory=dict)   # the variant's knobs (kiln.json, tuning)
 
 
 @dataclass
@@ -62,6 +63,15 @@ def lowering(*op_types: str, check: Callable[["LowerCtx"], str | None] | None = 
     return register
 
 
+@dataclass(frozen=True)
+class Target:
+    """What the code is for: the board and the CPU features kernel variants depend on."""
+
+    board: str = "host"
+    cpu: str = "host"
+    dsp: bool = False              # Armv7E-M/v8-M DSP extension (SMLAD, SXTB16, ...)
+
+
 @dataclass
 class LowerCtx:
     graph: Graph
@@ -69,6 +79,8 @@ class LowerCtx:
     layer: int                                     # position in the compiled op order
     consts: dict[str, ConstArray] = field(default_factory=dict)   # shared across layers
     pointers: dict[int, str] = field(default_factory=dict)         # tid → local name used
+    target: Target = field(default_factory=Target)
+    knobs: dict | None = None      # variant knobs forced for this layer (tuning); None: default
 
     # --- tensors -----------------------------------------------------------------
     def input(self, i: int) -> Tensor | None:

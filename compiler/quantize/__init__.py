@@ -89,7 +89,9 @@ def quantize_with_report(graph: Graph, calibration, **options) -> tuple[Graph, Q
                         bias_correction=opts.bias_correction, io=opts.io)
     q = Rewriter(g, cal, rw).run()
     q.name = graph.name
-    return q, QuantizeReport(samples=cal.samples, calibration_seconds=cal.seconds, method=opts.method)
+    label = opts.method + (", bias correction" if opts.bias_correction else "") + \
+        (f", {len(opts.per_tensor)} per-tensor override(s)" if opts.per_tensor else "")
+    return q, QuantizeReport(samples=cal.samples, calibration_seconds=cal.seconds, method=label)
 
 
 __all__ = ["quantize", "quantize_with_report", "QuantizeOptions", "QuantizeReport",

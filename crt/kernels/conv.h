@@ -146,4 +146,88 @@ kiln_status_t kiln_transpose_conv_s8(const kiln_conv_params_t *params,
                                      const int32_t *bias,
                                      const kiln_dims_t *output_dims, int8_t *output);
 
+/* ---- SIMD variants (conv2d_gemm.c, dwconv_3x3.c, fully_connected_rows.c) --
+ *
+ * Built for every core: on cores with the DSP extension (__ARM_FEATURE_DSP:
+ * Cortex-M4, M7, M33, M55) their inner loops are dual 16-bit MACs (SMLAD),
+ * elsewhere plain C with identical results. Their filters are packed at
+ * compile time into int16 pairs, two per 32-bit word (lane 0 in the low
+ * half): per group of four k (zero past the end), the pair A = (k0, k2) and
+ * the pair B = (k1, k3). Filters must be 4-byte aligned. The compiler picks
+ * them on cores with the DSP extension (kiln.compiler.codegen.ops.conv).
+ * They take a folded bias (never NULL) and requantize from
+ * kiln_requant_fast_t, which needs every channel's shift <= -2: the compiler
+ * rewrites a channel whose filter is all zeros (its output is a constant) to
+ * an equivalent one, and otherwise keeps the plain kernels.
+ */
+
+/* One output channel's requantization, precomputed from TFLite's (multiplier,
+ * shift) with shift <= -2 (see kiln_requantize_fast in conv_dsp.h):
+ *   out = (high word of (acc * multiplier + (acc < 0 ? -2^30 : 2^30)) + round)
+ *         >> right_shift */
+typedef struct {
+    int32_t multiplier;     /* [2^30, 2^31) */
+    int32_t round;          /* 2^(-shift - 2) */
+    int32_t right_shift;    /* -shift - 1, in [1, 30] */
+} kiln_requant_fast_t;
+
+/* CONV_2D with one group, any filter size, stride, dilation and padding, as
+ * im2col + GEMM blocked 2 output channels x 2 output pixels.
+ *   filter  packed from OHWI, K = KH * KW * C_in rounded up to 4, G = K / 4:
+ *           for each pair of channels (2q, 2q + 1), G groups of four words
+ *           [A of 2q][A of 2q + 1][B of 2q][B of 2q + 1]; an odd last
+ *           channel follows as G groups of [A][B]. C_out * K / 2 words.
+ *   quant   C_out entries
+ *   ctx     >= kiln_conv2d_gemm_s8_get_buffer_size(), 4-byte aligned
+ * Other arguments as kiln_conv2d_s8. */
+kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                  const kiln_requant_fast_t *quant,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *filter_dims, const int32_t *filter,
+                                  const int32_t *bias,
+                                  const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_conv2d_gemm_s8: two pixels' int16 columns, 4 * K bytes,
+ * plus K bytes when C_in is not a multiple of 4 (K as above). */
+int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                            const kiln_dims_t *filter_dims);
+
+/* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, any stride
+ * and padding, C a multiple of 4.
+ *   filter  packed from 1HWC: per block of four channels, per tap (row-major),
+ *           the words [(c0, c2)][(c1, c3)]: 18 words per block
+ *   bias    folded: model bias + input_offset * sum of the channel's 9 taps
+ *           (padding reads as the zero point)
+ *   quant   C entries
+ *   ctx     >= kiln_dwconv2d_3x3_s8_get_buffer_size(): one pixel of padding */
+kiln_status_t kiln_dwconv2d_3x3_s8(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
+                                   const kiln_requant_fast_t *quant,
+                                   const kiln_dims_t *input_dims, const int8_t *input,
+                                   const kiln_dims_t *filter_dims, const int32_t *filter,
+                                   const int32_t *bias,
+                                   const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_dwconv2d_3x3_s8: C bytes. */
+int32_t kiln_dwconv2d_3x3_s8_get_buffer_size(const kiln_dims_t *input_dims);
+
+/* FULLY_CONNECTED blocked four rows at a time.
+ *   filter  packed from [units, depth] with the filter zero point added
+ *           (w + filter_offset): per block of four rows, per group,
+ *           [A][B] of each row in turn; remaining rows one at a time
+ *   params  filter_offset must be 0 (it is in the packed filter)
+ *   bias    folded as kiln_fully_connected_s8's
+ *   quant   units entries
+ *   ctx     >= kiln_fully_connected_rows_s8_get_buffer_size(), 4-byte aligned */
+kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
+                                           const kiln_fc_params_t *params,
+                                           const kiln_requant_fast_t *quant,
+                                           const kiln_dims_t *input_dims, const int8_t *input,
+                                           const kiln_dims_t *filter_dims, const int32_t *filter,
+                                           const int32_t *bias,
+                                           const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_fully_connected_rows_s8: one input row as int16, depth
+ * rounded up to 4, times 2 bytes. */
+int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_dims);
+
 #endif /* KILN_CONV_H */

@@ -182,36 +182,89 @@ kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
                            sub_row);
 }
 
+static void add_lut_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
+                        int32_t b_step, int8_t *out, int32_t len)
+{
+    const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
+    const int32_t *t1 = p->input1 + 128;
+    const int32_t *t2 = p->input2 + 128;
+    const int32_t multiplier = p->output.multiplier;
+    const int32_t shift = p->output.shift;
+    const int32_t offset = p->output_offset;
+    const int32_t lo = p->activation.min;
+    const int32_t hi = p->activation.max;
+    if (a_step != 0 && b_step != 0) {
+        for (int32_t i = 0; i < len; ++i) {
+            const int32_t y = requant_below_one(t1[a[i]] + t2[b[i]], multiplier, shift) + offset;
+            out[i] = (int8_t)kiln_clamp(y, lo, hi);
+        }
+    } else {
+        for (int32_t i = 0; i < len; ++i) {
+            const int32_t raw = t1[a[i * a_step]] + t2[b[i * b_step]];
+            const int32_t y = requant_below_one(raw, multiplier, shift) + offset;
+            out[i] = (int8_t)kiln_clamp(y, lo, hi);
+        }
+    }
+}
+
+kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
+                              const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (params == NULL || params->input1 == NULL || params->input2 == NULL ||
+        params->output.shift > 0 || params->output.shift < -31 ||
+        params->activation.min > params->activation.max) {
+        return KILN_ERR_ARG;
+    }
+    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
+                           add_lut_row);
+}
+
 /* --- MUL ------------------------------------------------------------------------ */
 
-/* |(x1 + off1) * (x2 + off2)| <= 255 * 255 < 2^16: the product fits int32;
- * kiln_requantize applies a positive shift with TFLite's int32 wrap-around. */
-static inline int8_t mul_output(int32_t product, const kiln_mul_params_t *p)
+/* |(x1 + off1) * (x2 + off2)| <= 255 * 255 < 2^16: the product fits int32.
+ * kiln_requantize with its shift split hoisted out of the loop: a positive
+ * shift is applied before the multiply with TFLite's int32 wrap-around. */
+typedef struct {
+    int32_t multiplier;
+    int32_t left_shift;
+    int32_t right_shift;
+    int32_t offset;
+    int32_t lo;
+    int32_t hi;
+} mul_out_t;
+
+static inline int8_t mul_output(int32_t product, const mul_out_t *q)
 {
-    const int32_t y = kiln_requantize(product, p->output.multiplier, p->output.shift) +
-                      p->output_offset;
-    return (int8_t)kiln_clamp(y, p->activation.min, p->activation.max);
+    const int32_t shifted = (int32_t)((uint32_t)product << q->left_shift);
+    const int32_t y = kiln_rounding_divide_by_pot(
+        kiln_sat_rounding_doubling_high_mul(shifted, q->multiplier), q->right_shift) + q->offset;
+    return (int8_t)kiln_clamp(y, q->lo, q->hi);
 }
 
 static void mul_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
                     int32_t b_step, int8_t *out, int32_t len)
 {
     const kiln_mul_params_t *p = (const kiln_mul_params_t *)params;
+    const mul_out_t q = {p->output.multiplier, p->output.shift > 0 ? p->output.shift : 0,
+                         p->output.shift > 0 ? 0 : -p->output.shift, p->output_offset,
+                         p->activation.min, p->activation.max};
     const int32_t off1 = p->input1_offset;
     const int32_t off2 = p->input2_offset;
     if (a_step != 0 && b_step != 0) {
         for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output((a[i] + off1) * (b[i] + off2), p);
+            out[i] = mul_output((a[i] + off1) * (b[i] + off2), &q);
         }
     } else if (a_step == 0) {
         const int32_t va = a[0] + off1;
         for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output(va * (b[i * b_step] + off2), p);
+            out[i] = mul_output(va * (b[i * b_step] + off2), &q);
         }
     } else {
         const int32_t vb = b[0] + off2;
         for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output((a[i] + off1) * vb, p);
+            out[i] = mul_output((a[i] + off1) * vb, &q);
         }
     }
 }

@@ -47,6 +47,27 @@ kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
                           const kiln_dims_t *input2_dims, const int8_t *input2,
                           const kiln_dims_t *output_dims, int8_t *output);
 
+/* ADD and SUB with the inputs' rescaling precomputed: for every int8 value x,
+ * input1[x + 128] = requant((x + input1_offset) << left_shift, input1) of
+ * kiln_add_params_t (negated in input2 for SUB, which is exact: a - b and
+ * a + (-b) are the same integer). Per element this leaves two loads, one
+ * addition and the output rescaling:
+ *   y = clamp(requant(input1[x1 + 128] + input2[x2 + 128], output) + output_offset)
+ * Table entries are below 2^30 in magnitude, so their sum fits int32. The
+ * compiler picks this variant for large tensors (the tables cost 2 KB). */
+typedef struct {
+    const int32_t *input1;        /* 256 entries, input1[0] for x1 = -128 */
+    const int32_t *input2;        /* 256 entries, input2[0] for x2 = -128 */
+    int32_t output_offset;        /* output zero point, in [-128, 127] */
+    kiln_requant_t output;        /* shift in [-31, 0] */
+    kiln_activation_t activation;
+} kiln_add_lut_params_t;
+
+kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
+                              const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output);
+
 /* MUL: y = clamp(requant((x1 + input1_offset) * (x2 + input2_offset), output)
  *                + output_offset, activation).
  * output is input1 scale * input2 scale / output scale; its shift may be

@@ -10,5 +10,6 @@
 #include "quantize.h"
 #include "reduce.h"
 #include "data_movement.h"
+#include "inplace.h"
 
 #endif /* KILN_KERNELS_H */

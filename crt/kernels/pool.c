@@ -3,8 +3,9 @@
  *
  * Both kernels walk the output pixels and, for each, reduce the clipped
  * window over a block of channels held in a small local array: the inner loop
- * runs over contiguous channels of one input pixel, which the compiler
- * vectorises, and the local array cannot alias the output.
+ * runs over contiguous channels of one input pixel (a constant trip count for
+ * full blocks, which compilers unroll or vectorise), and the local array
+ * cannot alias the output. The average divides by multiplication.
  */
 #include "pool.h"
 
@@ -27,23 +28,23 @@ typedef struct {
     uint64_t multiplier;
     int32_t shift;
     int32_t divisor;
-} kiln_divisor_t;
+} pool_divisor_t;
 
-static kiln_divisor_t make_divisor(int32_t d)
+static pool_divisor_t make_divisor(int32_t d)
 {
     int32_t l = 0;
     while ((INT32_C(1) << l) < d) {
         ++l;
     }
     const uint64_t power = UINT64_C(1) << (32 + l);
-    const kiln_divisor_t r = {(power + (uint64_t)d - 1) / (uint64_t)d, 32 + l, d};
+    const pool_divisor_t r = {(power + (uint64_t)d - 1) / (uint64_t)d, 32 + l, d};
     return r;
 }
 
 /* sum / count rounded half away from zero, as TFLite's integer average pool
  * ((sum +- count / 2) / count with C's truncating division): the magnitude is
  * floor((|sum| + count / 2) / count), the sign the sum's. */
-static int32_t rounded_average(int32_t sum, const kiln_divisor_t *count)
+static int32_t rounded_average(int32_t sum, const pool_divisor_t *count)
 {
     const uint32_t a = (uint32_t)(sum < 0 ? -sum : sum) + (uint32_t)(count->divisor / 2);
     const int32_t q = (int32_t)(((uint64_t)a * count->multiplier) >> count->shift);
@@ -127,7 +128,7 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
     const int32_t out_w = output_dims->w;
     const int32_t act_min = params->activation.min;
     const int32_t act_max = params->activation.max;
-    kiln_divisor_t divisor = make_divisor(1);
+    pool_divisor_t divisor = make_divisor(1);
 
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;

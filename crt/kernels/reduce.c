@@ -14,8 +14,9 @@
 
 #define KILN_REDUCE_BLOCK 32
 
+/* SUM reduces with + and finishes by requantizing; MAX reduces with max and
+ * finishes as is. */
 typedef enum { REDUCE_SUM, REDUCE_MAX } reduce_op_t;
-typedef enum { FINISH_REQUANT, FINISH_NONE } reduce_finish_t;
 
 static kiln_status_t check_shape(const kiln_reduce_shape_t *s, const void *input,
                                  const void *output)
@@ -112,9 +113,9 @@ static int32_t reduce_one(const kiln_reduce_shape_t *s, reduce_op_t op, const in
     return acc;
 }
 
-static int8_t finish(reduce_finish_t how, const kiln_reduce_quant_t *q, int32_t acc)
+static int8_t finish(reduce_op_t op, const kiln_reduce_quant_t *q, int32_t acc)
 {
-    if (how == FINISH_REQUANT) {
+    if (op == REDUCE_SUM) {
         return (int8_t)kiln_clamp(
             kiln_requantize(acc + q->bias, q->requant.multiplier, q->requant.shift) +
                 q->output_offset,
@@ -124,8 +125,8 @@ static int8_t finish(reduce_finish_t how, const kiln_reduce_quant_t *q, int32_t 
 }
 
 static kiln_status_t reduce_s8(const kiln_reduce_shape_t *s, reduce_op_t op,
-                               reduce_finish_t how, const kiln_reduce_quant_t *q,
-                               const int8_t *input, int8_t *output)
+                               const kiln_reduce_quant_t *q, const int8_t *input,
+                               int8_t *output)
 {
     const kiln_status_t status = check_shape(s, input, output);
     if (status != KILN_OK) {
@@ -139,7 +140,7 @@ static kiln_status_t reduce_s8(const kiln_reduce_shape_t *s, reduce_op_t op,
                                      (ptrdiff_t)o1 * s->outer_stride[1] +
                                      (ptrdiff_t)o2 * s->outer_stride[2];
                 if (s->inner == 1) {
-                    *out++ = finish(how, q, reduce_one(s, op, base));
+                    *out++ = finish(op, q, reduce_one(s, op, base));
                     continue;
                 }
                 for (int32_t c0 = 0; c0 < s->inner; c0 += KILN_REDUCE_BLOCK) {
@@ -147,7 +148,7 @@ static kiln_status_t reduce_s8(const kiln_reduce_shape_t *s, reduce_op_t op,
                     int32_t acc[KILN_REDUCE_BLOCK];
                     reduce_block(s, op, base + c0, n, acc);
                     for (int32_t j = 0; j < n; ++j) {
-                        *out++ = finish(how, q, acc[j]);
+                        *out++ = finish(op, q, acc[j]);
                     }
                 }
             }
@@ -164,11 +165,11 @@ kiln_status_t kiln_reduce_sum_requant_s8(const kiln_reduce_shape_t *shape,
         quant->bias < -(INT32_C(1) << 30) || quant->bias > (INT32_C(1) << 30)) {
         return KILN_ERR_ARG;
     }
-    return reduce_s8(shape, REDUCE_SUM, FINISH_REQUANT, quant, input, output);
+    return reduce_s8(shape, REDUCE_SUM, quant, input, output);
 }
 
 kiln_status_t kiln_reduce_max_s8(const kiln_reduce_shape_t *shape, const int8_t *input,
                                  int8_t *output)
 {
-    return reduce_s8(shape, REDUCE_MAX, FINISH_NONE, NULL, input, output);
+    return reduce_s8(shape, REDUCE_MAX, NULL, input, output);
 }

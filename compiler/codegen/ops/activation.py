@@ -90,11 +90,12 @@ def relu6_table(input_scale: float, input_zero_point: int) -> np.ndarray:
 
 def leaky_relu_table(input_scale: float, input_zero_point: int, output_scale: float,
                      output_zero_point: int, alpha: float) -> np.ndarray:
-    """QuantizeLeakyRelu with leaky_relu_common.cc's two multipliers (scale ratios
-    computed in float32, then widened). A negative alpha scales by |alpha| and negates."""
-    fin, fout, falpha = np.float32(input_scale), np.float32(output_scale), np.float32(alpha)
-    alpha_m, alpha_s = quantize_multiplier(float(fin * falpha / fout))
-    ident_m, ident_s = quantize_multiplier(float(fin / fout))
+    """QuantizeLeakyRelu with leaky_relu_common.cc's two multipliers, input scale *
+    alpha / output scale and input scale / output scale, in double (newer TFLM sources
+    divide in float32; the interpreter kiln is tested against does not, and the tests pin
+    scales where the two differ). A negative alpha scales by |alpha| and negates."""
+    alpha_m, alpha_s = quantize_multiplier(input_scale * float(np.float32(alpha)) / output_scale)
+    ident_m, ident_s = quantize_multiplier(input_scale / output_scale)
     x = _INT8 - input_zero_point
     identity = requantize(x, ident_m, ident_s)
     scaled = requantize(x, abs(alpha_m), alpha_s)
@@ -143,11 +144,12 @@ def _downscale_to_int16(m: int) -> int:
 
 def hard_swish_params(input_scale: float, output_scale: float) -> tuple[int, int, int, int]:
     """(output multiplier int16, output exponent, reluish multiplier int16, reluish
-    exponent), as hard_swish_common.cc derives them in float32."""
-    hires_input_scale = np.float32(1.0 / 128.0) * np.float32(input_scale)
-    reluish_scale = np.float32(3.0 / 32768.0)
-    out_m, out_e = quantize_multiplier(float(hires_input_scale / np.float32(output_scale)))
-    rel_m, rel_e = quantize_multiplier(float(hires_input_scale / reluish_scale))
+    exponent) as hard_swish_common.cc derives them: hires input scale = input scale / 128,
+    ratios in double (as for LEAKY_RELU, not the float32 of newer sources)."""
+    hires_input_scale = float(input_scale) / 128.0
+    reluish_scale = 3.0 / 32768.0
+    out_m, out_e = quantize_multiplier(hires_input_scale / float(output_scale))
+    rel_m, rel_e = quantize_multiplier(hires_input_scale / reluish_scale)
     return _downscale_to_int16(out_m), out_e, _downscale_to_int16(rel_m), rel_e
 
 

@@ -14,7 +14,10 @@ kernel_util.cc's PopulateConvolutionQuantizationParams):
   dot product.
 
 The variant choice and its scratch size come from one function per op
-(`conv2d_variant`), which tests pin against the C `_get_buffer_size`.
+(`conv2d_variant`, `dwconv2d_variant`, `fully_connected_variant`) given the layer's
+shape and the target's CPU features; `candidates` lists every variant's knobs for a
+tuner. Tests pin the scratch sizes against the C `_get_buffer_size` functions. The SIMD
+variants (targets with the DSP extension) read filters packed here into int16 pairs.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir import Tensor
-from ...numerics import quantize_multiplier
-from ..lowering import (LayerCode, LowerCtx, c_dims, fused_range, lowering,
+from ...numerics import quantize_multiplier, requantize
+from ...errors import ModelError
+from ..lowering import (LayerCode, LowerCtx, Target, c_dims, fused_range, lowering,
                         per_channel_multipliers, qparams)
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -75,14 +79,187 @@ def _geometry(ctx: LowerCtx, in_hw: tuple[int, int], k_hw: tuple[int, int],
     return ConvGeometry(stride, dilation, pad, name)  # type: ignore[arg-type]
 
 
-def conv2d_variant(filter_shape: tuple[int, ...], in_channels: int,
-                   padding: tuple[int, int]) -> tuple[str, int]:
-    """(kernel, scratch bytes) for a CONV_2D; the C twin of the size is
-    kiln_conv2d_s8_get_buffer_size."""
-    _, kh, kw, fc = filter_shape
-    if kh == 1 and kw == 1 and fc == in_channels and padding == (0, 0):
-        return "kiln_conv2d_1x1_s8", 0
-    return "kiln_conv2d_s8", kh * kw * fc
+# --- variants --------------------------------------------------------------------------
+#
+# The kernel of a layer and its scratch come from one function per op, given the layer's
+# shape and the target's CPU features; `knobs` picks a candidate
+# explicitly (a tuner enumerates them with `candidates`), None takes the default. The C
+# twins of the scratch sizes are the kernels' _get_buffer_size functions (tests pin them).
+
+@dataclass(frozen=True)
+class LayerShape:
+    """What the variant choice of one conv-family layer depends on."""
+
+    input: tuple[int, int, int, int]        # NHWC (FULLY_CONNECTED: batches, 1, 1, depth)
+    filter: tuple[int, int, int, int]       # OHWI / 1HWC / (units, 1, 1, depth)
+    output: tuple[int, int, int, int]
+    padding: tuple[int, int] = (0, 0)       # before (top, left)
+    dilation: tuple[int, int] = (1, 1)
+    depth_multiplier: int = 1
+    requant_fast: bool = True               # every live channel's shift <= -2 (conv.h)
+
+
+@dataclass(frozen=True)
+class Variant:
+    kernel: str
+    knobs: dict
+    scratch: int
+
+
+def _round_up4(n: int) -> int:
+    return (n + 3) // 4 * 4
+
+
+def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
+    """Every variant (as knobs) that can run `op` of this shape on `target`, the default
+    first. A tuner times them; the C of each is bit-exact with the others."""
+    _, kh, kw, fc = shape.filter
+    simd = target.dsp and shape.requant_fast
+    out: list[dict] = []
+    if op == "CONV_2D":
+        groups = shape.input[3] // fc
+        if simd and groups == 1:
+            out.append({"variant": "gemm", "oc_block": 2, "px_block": 2})
+        if kh == kw == 1 and groups == 1 and shape.padding == (0, 0):
+            out.append({"variant": "1x1"})
+        out.append({"variant": "generic"})
+    elif op == "DEPTHWISE_CONV_2D":
+        if (simd and kh == kw == 3 and shape.depth_multiplier == 1 and shape.dilation == (1, 1)
+                and shape.output[3] % 4 == 0):
+            out.append({"variant": "3x3", "ch_block": 4})
+        out.append({"variant": "generic"})
+    elif op == "FULLY_CONNECTED":
+        if simd:
+            out.append({"variant": "rows", "row_block": 4})
+        out.append({"variant": "generic"})
+    else:
+        raise ValueError(f"no variants for {op}")
+    return out
+
+
+def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
+    options = candidates(op, shape, target)
+    if knobs is None:
+        return options[0]
+    if knobs not in options:
+        raise ModelError(f"{op}: knobs {knobs} are not a candidate for this layer on "
+                         f"{target.board} (candidates: {options})")
+    return knobs
+
+
+def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None) -> Variant:
+    """(kernel, knobs, scratch bytes) of a CONV_2D. C twins of the sizes:
+    kiln_conv2d_s8_get_buffer_size, kiln_conv2d_gemm_s8_get_buffer_size."""
+    k = _pick("CONV_2D", shape, target, knobs)
+    _, kh, kw, fc = shape.filter
+    if k["variant"] == "gemm":
+        depth4 = _round_up4(kh * kw * fc)
+        return Variant("kiln_conv2d_gemm_s8", k, 4 * depth4 + (depth4 if fc % 4 else 0))
+    if k["variant"] == "1x1":
+        return Variant("kiln_conv2d_1x1_s8", k, 0)
+    return Variant("kiln_conv2d_s8", k, kh * kw * fc)
+
+
+def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None) -> Variant:
+    """(kernel, knobs, scratch bytes) of a DEPTHWISE_CONV_2D; C twin of the size:
+    kiln_dwconv2d_3x3_s8_get_buffer_size."""
+    k = _pick("DEPTHWISE_CONV_2D", shape, target, knobs)
+    if k["variant"] == "3x3":
+        return Variant("kiln_dwconv2d_3x3_s8", k, shape.input[3])
+    return Variant("kiln_dwconv2d_s8", k, 0)
+
+
+def fully_connected_variant(shape: LayerShape, target: Target,
+                            knobs: dict | None = None) -> Variant:
+    """(kernel, knobs, scratch bytes) of a FULLY_CONNECTED; C twin of the size:
+    kiln_fully_connected_rows_s8_get_buffer_size."""
+    k = _pick("FULLY_CONNECTED", shape, target, knobs)
+    if k["variant"] == "rows":
+        return Variant("kiln_fully_connected_rows_s8", k, 2 * _round_up4(shape.filter[3]))
+    return Variant("kiln_fully_connected_s8", k, 0)
+
+
+def _live_shifts_fast(shift: np.ndarray, abs_weight_sums: np.ndarray) -> bool:
+    """Every channel with a nonzero filter has shift <= -2 (kiln_requant_fast_t)."""
+    live = shift[abs_weight_sums > 0]
+    return bool(live.size == 0 or int(live.max()) <= -2)
+
+
+def requant_fast(mult: np.ndarray, shift: np.ndarray, bias: np.ndarray,
+                 abs_weight_sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(kiln_requant_fast_t triples as int32 [n, 3], bias) for the SIMD variants.
+
+    A channel whose filter is all zeros computes the constant requantize(bias); it gets
+    multiplier 2^30, shift -2 and bias 8 * that constant (clipped to +-512, which the
+    output clamp cannot tell apart), which requantizes to the same value."""
+    mult = mult.astype(np.int64).copy()
+    shift = shift.astype(np.int64).copy()
+    bias = bias.astype(np.int64).copy()
+    for c in np.flatnonzero(shift > -2):
+        if abs_weight_sums[c] != 0:
+            raise ValueError("a live channel has shift > -2; use the plain kernels")
+        value = int(np.clip(requantize(np.array([bias[c]]), np.array([mult[c]]),
+                                       np.array([shift[c]]))[0], -512, 512))
+        mult[c], shift[c], bias[c] = 1 << 30, -2, 8 * value
+        assert int(requantize(np.array([bias[c]]), np.array([mult[c]]),
+                              np.array([shift[c]]))[0]) == value
+    table = np.stack([mult, 1 << (-shift - 2), -shift - 1], axis=1)
+    return table.astype(np.int32), bias
+
+
+def _requant_fast_c(ctx: LowerCtx, table: np.ndarray) -> str:
+    name = ctx.const("requant", table.reshape(-1), "int32_t",
+                     "kiln_requant_fast_t per channel: multiplier, round, right shift")
+    return f"static const kiln_requant_fast_t *const quant = (const kiln_requant_fast_t *){name};"
+
+
+# --- packed filters for the SIMD variants (layouts in crt/kernels/conv.h) ----------------
+
+def _pair_words(rows: np.ndarray) -> np.ndarray:
+    """(R, K) ints → (R, G, 2) uint32: per group of four k, A = (k0, k2), B = (k1, k3),
+    two int16 lanes per word (lane 0 low); K is zero-padded to 4 * G."""
+    r, k = rows.shape
+    padded = np.zeros((r, _round_up4(k)), dtype=np.int64)
+    padded[:, :k] = rows
+    g = padded.reshape(r, -1, 4) & 0xFFFF
+    return np.stack([g[..., 0] | (g[..., 2] << 16), g[..., 1] | (g[..., 3] << 16)],
+                    axis=-1).astype(np.uint32)
+
+
+def _blocked(words: np.ndarray, block: int, pair_major: bool) -> np.ndarray:
+    """(R, G, 2) words → flat int32: blocks of `block` rows interleaved per group, as
+    [A0, A1, .., B0, B1, ..] (pair_major) or [A0, B0, A1, B1, ..]; then the remaining
+    rows one by one, [A, B] per group."""
+    r = words.shape[0]
+    full = r - r % block
+    parts = []
+    for start in range(0, full, block):
+        blk = words[start:start + block]                   # (block, G, 2)
+        order = (1, 2, 0) if pair_major else (1, 0, 2)
+        parts.append(blk.transpose(order).reshape(-1))
+    parts.extend(words[i].reshape(-1) for i in range(full, r))
+    return np.concatenate(parts).view(np.int32) if parts else np.zeros(0, np.int32)
+
+
+def pack_conv2d_filter(weights: np.ndarray) -> np.ndarray:
+    """OHWI int8 → kiln_conv2d_gemm_s8's packed int32 words."""
+    return _blocked(_pair_words(weights.reshape(weights.shape[0], -1).astype(np.int64)), 2, True)
+
+
+def pack_fc_filter(weights: np.ndarray, filter_offset: int) -> np.ndarray:
+    """[units, depth] int8 (+ filter_offset) → kiln_fully_connected_rows_s8's words."""
+    return _blocked(_pair_words(weights.astype(np.int64) + filter_offset), 4, False)
+
+
+def pack_dwconv_filter(weights: np.ndarray) -> np.ndarray:
+    """1HWC int8 (C a multiple of 4) → kiln_dwconv2d_3x3_s8's words: per block of four
+    channels, per tap, [(c0, c2), (c1, c3)]."""
+    c = weights.shape[3]
+    taps = weights.reshape(-1, c // 4, 4).astype(np.int64) & 0xFFFF     # (T, C/4, 4)
+    a = taps[..., 0] | (taps[..., 2] << 16)
+    b = taps[..., 1] | (taps[..., 3] << 16)
+    return np.stack([a, b], axis=-1).transpose(1, 0, 2).reshape(-1).astype(np.uint32) \
+        .view(np.int32)
 
 
 # --- checks shared by the four ops -----------------------------------------------------
@@ -228,6 +405,18 @@ def _conv2d_check(ctx: LowerCtx) -> str | None:
     return _check_accumulator(_bias_values(b, out_c), abs_sums, "CONV_2D")
 
 
+def _conv_shape(x: Tensor, w: Tensor, y: Tensor, g: ConvGeometry, fast: bool,
+                depth_multiplier: int = 1) -> LayerShape:
+    return LayerShape(input=tuple(x.shape), filter=tuple(w.shape),  # type: ignore[arg-type]
+                      output=tuple(y.shape), padding=g.padding,  # type: ignore[arg-type]
+                      dilation=g.dilation, depth_multiplier=depth_multiplier,
+                      requant_fast=fast)
+
+
+def _knobs_c(v: Variant) -> str:
+    return ", ".join(f"{k} {val}" for k, val in v.knobs.items() if k != "variant")
+
+
 @lowering("CONV_2D", check=_conv2d_check)
 def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
@@ -240,30 +429,44 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     # point in the kernel, so this holds at the borders).
     weights = w.data.astype(np.int64).reshape(out_c, -1)
     folded = _bias_values(b, out_c) + input_offset * weights.sum(axis=1)
-    kernel, scratch = conv2d_variant(tuple(w.shape), x.shape[3], g.padding)
+    abs_sums = np.abs(weights).sum(axis=1)
+    shape = _conv_shape(x, w, y, g, fast=_live_shifts_fast(shift, abs_sums))
+    v = conv2d_variant(shape, ctx.target, ctx.knobs)
+    kernel, scratch = v.kernel, v.scratch
+    if kernel == "kiln_conv2d_gemm_s8":
+        table, folded = requant_fast(mult, shift, folded, abs_sums)
+        quant = _requant_fast_c(ctx, table)
+        filter_name = ctx.const("filter", pack_conv2d_filter(w.data), "int32_t",
+                                f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
+    else:
+        quant = _quant_c(ctx, mult, shift)
+        filter_name = ctx.ptr(w)
     bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
                           "bias + input_offset * sum(filter row)")
     lines = [
         _conv_params_c("kiln_conv_params_t", g, x, y, act),
-        _quant_c(ctx, mult, shift),
+        quant,
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
     ]
-    args = ["&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-            f"&filter_dims, {ctx.ptr(w)}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
+    args = ["&params, quant" if kernel == "kiln_conv2d_gemm_s8" else "&params, &quant",
+            f"&input_dims, {ctx.ptr(x)}",
+            f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if scratch:
         lines.append(f"const kiln_context_t ctx = {{scratch, {scratch}}};")
         args[0] = "&ctx, " + args[0]
     lines.append(_call(kernel, *args))
     groups = x.shape[3] // w.shape[3]
     macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2] * w.shape[3]
+    knobs = _knobs_c(v)
     summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
                f"dilation {g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding "
                f"(top {g.padding[0]}, left {g.padding[1]})"
-               f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}")
+               f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}"
+               f"{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
-                     summary=summary)
+                     summary=summary, knobs=v.knobs)
 
 
 # --- DEPTHWISE_CONV_2D -----------------------------------------------------------------
@@ -299,24 +502,47 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
     act = fused_range(ctx, y)
     mult, shift = _multipliers(x, w, y, out_c)
-    kernel = "kiln_dwconv2d_s8"
+    taps = w.data.astype(np.int64).reshape(-1, out_c)
+    abs_sums = np.abs(taps).sum(axis=0)
+    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), mult_opt)
+    v = dwconv2d_variant(shape, ctx.target, ctx.knobs)
+    kernel = v.kernel
+    args = ["&params, quant" if kernel == "kiln_dwconv2d_3x3_s8" else "&params, &quant",
+            f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
+    if kernel == "kiln_dwconv2d_3x3_s8":
+        # Padding reads as the zero point here, so the bias folds as in CONV_2D.
+        folded = _bias_values(b, out_c) - qparams(x)[1] * taps.sum(axis=0)
+        table, folded = requant_fast(mult, shift, folded, abs_sums)
+        quant = _requant_fast_c(ctx, table)
+        bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
+                              "bias + input_offset * sum(channel taps)")
+        filter_name = ctx.const("filter", pack_dwconv_filter(w.data), "int32_t",
+                                f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
+        args[0] = "&ctx, " + args[0]
+    else:
+        quant = _quant_c(ctx, mult, shift)
+        bias_name = ctx.ptr(b) if b is not None else "NULL"
+        filter_name = ctx.ptr(w)
+    args[2] = f"&filter_dims, {filter_name}, {bias_name}"
     lines = [
         _conv_params_c("kiln_dwconv_params_t", g, x, y, act,
                        depth_multiplier=mult_opt),
-        _quant_c(ctx, mult, shift),
+        quant,
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
-        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {ctx.ptr(b) if b is not None else 'NULL'}",
-              f"&output_dims, {ctx.ptr(y)}"),
     ]
+    if v.scratch:
+        lines.append(f"const kiln_context_t ctx = {{scratch, {v.scratch}}};")
+    lines.append(_call(kernel, *args))
     macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2]
+    knobs = _knobs_c(v)
     summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
                f"stride {g.stride[0]}x{g.stride[1]}, dilation {g.dilation[0]}x{g.dilation[1]}, "
                f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
-               f"{_act_name(ctx)}")
-    return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary)
+               f"{_act_name(ctx)}{f'; {knobs}' if knobs else ''}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch, macs=macs,
+                     summary=summary, knobs=v.knobs)
 
 
 # --- FULLY_CONNECTED -------------------------------------------------------------------
@@ -384,26 +610,49 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     input_offset = -qparams(x)[1]
     weights = w.data.astype(np.int64)
     folded = _bias_values(b, s.units) + input_offset * (weights + w_off).sum(axis=1)
+    abs_sums = np.abs(weights + w_off).sum(axis=1)
+    shape = LayerShape(input=(s.batches, 1, 1, s.depth), filter=(s.units, 1, 1, s.depth),
+                       output=(s.batches, 1, 1, s.units),
+                       requant_fast=_live_shifts_fast(shift, abs_sums))
+    v = fully_connected_variant(shape, ctx.target, ctx.knobs)
+    kernel = v.kernel
+    if kernel == "kiln_fully_connected_rows_s8":
+        table, folded = requant_fast(mult, shift, folded, abs_sums)
+        quant = _requant_fast_c(ctx, table)
+        filter_name = ctx.const("filter", pack_fc_filter(w.data, w_off), "int32_t",
+                                f"{w.name} + filter_offset packed as int16 pairs for {kernel} "
+                                "(conv.h)")
+        param_w_off = 0         # in the packed filter
+    else:
+        quant = _quant_c(ctx, mult, shift)
+        filter_name = ctx.ptr(w)
+        param_w_off = w_off
     bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
                           "bias + input_offset * sum(filter row + filter_offset)")
-    kernel = "kiln_fully_connected_s8"
     lines = [
         "static const kiln_fc_params_t params = {",
-        f"    .input_offset = {input_offset}, .filter_offset = {w_off}, "
+        f"    .input_offset = {input_offset}, .filter_offset = {param_w_off}, "
         f".output_offset = {qparams(y)[1]},",
         f"    .activation = {{{act[0]}, {act[1]}}},",
         "};",
-        _quant_c(ctx, mult, shift),
+        quant,
         f"static const kiln_dims_t input_dims = {{{s.batches}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
-        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"),
     ]
+    args = ["&params, quant" if kernel == "kiln_fully_connected_rows_s8" else "&params, &quant",
+            f"&input_dims, {ctx.ptr(x)}",
+            f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
+    if v.scratch:
+        lines.append(f"const kiln_context_t ctx = {{scratch, {v.scratch}}};")
+        args[0] = "&ctx, " + args[0]
+    lines.append(_call(kernel, *args))
     kind = "per-channel" if w.quant.per_channel else "per-tensor"
-    summary = f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
-    return LayerCode(kernel=kernel, body="\n".join(lines), macs=s.batches * s.depth * s.units,
-                     summary=summary)
+    knobs = _knobs_c(v)
+    summary = (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
+               f"{f'; {knobs}' if knobs else ''}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
+                     macs=s.batches * s.depth * s.units, summary=summary, knobs=v.knobs)
 
 
 # --- TRANSPOSE_CONV --------------------------------------------------------------------

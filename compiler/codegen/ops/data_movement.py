@@ -224,10 +224,14 @@ def strided_slice_view(shape, begin, end, strides, begin_mask=0, end_mask=0,
 
     The sparse spec (begin/end/strides with masks, possibly shorter than the input rank,
     with an ellipsis and new axes) is expanded to one entry per input dimension the way
-    TensorFlow does; each dimension then follows TFLite's StartForAxis/StopForAxis.
+    TFLite's BuildStridedSliceParams does; each dimension then follows TFLite's
+    StartForAxis/StopForAxis. With `offset` (op version 8), `end` counts from `begin`.
     """
     rank = len(shape)
     n = len(begin)
+    if offset and (begin_mask or end_mask or ellipsis_mask or new_axis_mask):
+        # TFLite sizes the output from `end` alone but slices with the masks applied.
+        raise ModelError("STRIDED_SLICE with offset=true and masks")
     if bin(ellipsis_mask & ((1 << n) - 1)).count("1") > 1:
         raise ModelError("STRIDED_SLICE with more than one ellipsis")
     explicit = sum(1 for i in range(n) if not (ellipsis_mask >> i) & 1
@@ -272,8 +276,7 @@ def strided_slice_view(shape, begin, end, strides, begin_mask=0, end_mask=0,
                 raise ModelError("STRIDED_SLICE shrinks an axis with a negative stride")
             count = 1 if start < size else 0
         else:
-            stop = (_stop_for_axis(e + start, s, False, size) if offset and not em
-                    else _stop_for_axis(e, s, em, size))
+            stop = _stop_for_axis(e + start if offset else e, s, em, size)
             count = max(0, -(-(stop - start) // s) if s > 0 else -(-(start - stop) // -s))
         counts.append(count)
         if count:
@@ -380,7 +383,11 @@ def _concat_body(ctx: LowerCtx, kernel: str, outer: int, row_bytes: list[int],
         lists = f"void *const outputs[{n}] = {{{ptrs}}};\n"
         call = f"return kiln_split(&params, {ctx.ptr(one)}, outputs);\n"
     return (f"static const int32_t row_bytes[{n}] = {_arr(row_bytes)};\n"
-            f"static const kiln_concat_params_t params = {{{n}, {outer}, row_bytes}};\n"
+            "static const kiln_concat_params_t params = {\n"
+            f"    .count = {n},\n"
+            f"    .outer = {outer},\n"
+            "    .row_bytes = row_bytes,\n"
+            "};\n"
             + lists + call)
 
 
@@ -552,9 +559,7 @@ def _check_pad(ctx: LowerCtx) -> str | None:
 def lower_pad(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     paddings = ctx.input(1).data.reshape(-1, 2).tolist()
-    ext, before, after = pad_dims(x.shape, paddings)
-    if len(ext) > PAD_MAX_DIMS:
-        raise ModelError(f"{ctx.op.describe()}: padding of rank {len(ext)} (at most {PAD_MAX_DIMS})")
+    ext, before, after = pad_dims(x.shape, paddings)   # rank <= MAX_RANK == PAD_MAX_DIMS
     lead = PAD_MAX_DIMS - len(ext)
     decl, value = _pad_value(ctx)
     body = (decl +
@@ -626,8 +631,8 @@ def lower_resize_nearest(ctx: LowerCtx) -> LayerCode:
             f"    .x_map = {xmap},\n"
             "};\n"
             f"return kiln_resize_nearest(&params, {ctx.ptr(x)}, {ctx.ptr(y)});\n")
-    return LayerCode(kernel="kiln_resize_nearest", body=body,
-                     summary=f"align_corners {str(ac).lower()}, half_pixel_centers {str(hp).lower()}")
+    summary = f"align_corners {str(ac).lower()}, half_pixel_centers {str(hp).lower()}"
+    return LayerCode(kernel="kiln_resize_nearest", body=body, summary=summary)
 
 
 # --------------------------------------------------------------------------- SPACE/BATCH
@@ -638,7 +643,8 @@ def _space_batch_args(ctx: LowerCtx) -> tuple[list[int], list[list[int]]] | str:
     block = _const_ints(ctx.input(1), "block_shape")
     if isinstance(block, str):
         return block
-    margins = _const_ints(ctx.input(2), "paddings" if ctx.op.type == "SPACE_TO_BATCH_ND" else "crops")
+    what = "paddings" if ctx.op.type == "SPACE_TO_BATCH_ND" else "crops"
+    margins = _const_ints(ctx.input(2), what)
     if isinstance(margins, str):
         return margins
     spatial = len(x.shape) - 2

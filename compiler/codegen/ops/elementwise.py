@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...numerics import quantize_multiplier
+from ...numerics import quantize_multiplier, requantize
 from ..lowering import LayerCode, LowerCtx, fused_range, lowering, qparams
 
 _LEFT_SHIFT = 20            # TFLM's headroom for int8 ADD/SUB
+# ADD/SUB over at least this many output elements use kiln_add_lut_s8: two 1 KB tables
+# of pre-scaled inputs replace two of the three multiplies per element.
+ADD_LUT_MIN_ELEMENTS = 1024
 _QUANTIZED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
@@ -157,6 +160,22 @@ def _call(kernel: str, ctx: LowerCtx, params: str | None) -> str:
 
 # --- lowerings -----------------------------------------------------------------------
 
+def add_variant(op_type: str, output_elements: int) -> str:
+    """The ADD/SUB kernel for an output of this many elements (the only place the
+    choice is made)."""
+    if output_elements >= ADD_LUT_MIN_ELEMENTS:
+        return "kiln_add_lut_s8"
+    return "kiln_add_s8" if op_type == "ADD" else "kiln_sub_s8"
+
+
+def add_input_table(zero_point: int, real_multiplier: float) -> np.ndarray:
+    """Every int8 input on ADD's common scale: MultiplyByQuantizedMultiplierSmallerThanOneExp
+    of (x - zero_point) << 20, entry i for x = i - 128."""
+    m, shift = quantize_multiplier(real_multiplier)
+    x = np.arange(-128, 128, dtype=np.int64) - zero_point
+    return requantize(x << _LEFT_SHIFT, m, shift).astype(np.int32)
+
+
 @lowering("ADD", "SUB", check=_check_add)
 def lower_add(ctx: LowerCtx) -> LayerCode:
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
@@ -167,21 +186,35 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     lo, hi = fused_range(ctx, out)
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
-    kernel = "kiln_add_s8" if ctx.op.type == "ADD" else "kiln_sub_s8"
-    body = [
-        "static const kiln_add_params_t params = {",
-        f"    .input1_offset = {-z1},",
-        f"    .input2_offset = {-z2},",
-        f"    .output_offset = {zo},",
-        f"    .left_shift = {_LEFT_SHIFT},",
-        f"    .input1 = {_requant_literal(r1)}, /* {r1:.9g} */",
-        f"    .input2 = {_requant_literal(r2)}, /* {r2:.9g} */",
-        f"    .output = {_requant_literal(ro)}, /* {ro:.9g} */",
-        f"    .activation = {{{lo}, {hi}}}, /* {act} */",
-        "};",
-        *dims,
-        _call(kernel, ctx, "&params"),
-    ]
+    kernel = add_variant(ctx.op.type, out.size)
+    if kernel == "kiln_add_lut_s8":
+        sign = 1 if ctx.op.type == "ADD" else -1
+        t1 = ctx.const("input1_table", add_input_table(z1, r1), "int32_t",
+                       f"{ctx.op.type} input1 on the common scale (x - {z1}) << 20 * {r1:.9g}")
+        t2 = ctx.const("input2_table", sign * add_input_table(z2, r2), "int32_t",
+                       f"{ctx.op.type} input2 on the common scale (x - {z2}) << 20 * {r2:.9g}"
+                       + (", negated" if sign < 0 else ""))
+        params = [
+            "static const kiln_add_lut_params_t params = {",
+            f"    .input1 = {t1},",
+            f"    .input2 = {t2},",
+            f"    .output_offset = {zo},",
+            f"    .output = {_requant_literal(ro)}, /* {ro:.9g} */",
+            f"    .activation = {{{lo}, {hi}}}, /* {act} */",
+            "};"]
+    else:
+        params = [
+            "static const kiln_add_params_t params = {",
+            f"    .input1_offset = {-z1},",
+            f"    .input2_offset = {-z2},",
+            f"    .output_offset = {zo},",
+            f"    .left_shift = {_LEFT_SHIFT},",
+            f"    .input1 = {_requant_literal(r1)}, /* {r1:.9g} */",
+            f"    .input2 = {_requant_literal(r2)}, /* {r2:.9g} */",
+            f"    .output = {_requant_literal(ro)}, /* {ro:.9g} */",
+            f"    .activation = {{{lo}, {hi}}}, /* {act} */",
+            "};"]
+    body = [*params, *dims, _call(kernel, ctx, "&params")]
     return LayerCode(kernel=kernel, body="\n".join(body), summary=summary)
 
 

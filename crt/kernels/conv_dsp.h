@@ -1,0 +1,193 @@
+/*
+ * conv_dsp.h - primitives of the SIMD conv-family variants (conv2d_gemm.c,
+ * dwconv_3x3.c, fully_connected_rows.c). Private: not included by
+ * kiln_kernels.h.
+ *
+ * On cores with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4, M7, M33,
+ * M55) these are ACLE intrinsics, one instruction each; elsewhere (host, M0,
+ * M3) they are plain C with the same results, so the same kernels, data
+ * layouts and tests run everywhere.
+ *
+ * Packed pairs. A uint32_t holds two int16 lanes: lane 0 in bits 0-15,
+ * lane 1 in bits 16-31. kiln_sxtb16() of four int8 bytes (b0, b1, b2, b3)
+ * gives the pair (b0, b2) and kiln_sxtb16_ror8() the pair (b1, b3); every
+ * packed layout below groups values by four in that order, (k0, k2) then
+ * (k1, k3), so the dual MAC pairs the same k of both operands.
+ */
+#ifndef KILN_CONV_DSP_H
+#define KILN_CONV_DSP_H
+
+#include <string.h>
+
+#include "conv_internal.h"
+
+#if defined(__ARM_FEATURE_DSP)
+#include <arm_acle.h>
+#endif
+
+/* GCC's first scheduling pass hoists every load of an unrolled MAC block
+ * ahead of its uses and then spills registers on Cortex-M; the SIMD kernels
+ * are written in the order they should run, so they keep it. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__arm__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
+
+/* Four int8 values from any address as one little-endian word (an
+ * unaligned LDR on cores that allow it, byte loads elsewhere). */
+static inline uint32_t kiln_load_s8x4(const int8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#if defined(__ARM_FEATURE_DSP)
+
+/* acc + lane0(a) * lane0(b) + lane1(a) * lane1(b) (SMLAD). */
+static inline int32_t kiln_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int16x2_t)a, (int16x2_t)b, acc);
+}
+
+/* acc + lane0(a) * lane0(b) (SMLABB) and acc + lane1(a) * lane1(b) (SMLATT). */
+static inline int32_t kiln_smlabb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlabb((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t kiln_smlatt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlatt((int32_t)a, (int32_t)b, acc);
+}
+
+/* Bytes 0 and 2 sign-extended into lanes 0 and 1 (SXTB16). */
+static inline uint32_t kiln_sxtb16(uint32_t x)
+{
+    return (uint32_t)__sxtb16((int8x4_t)x);
+}
+
+/* Bytes 1 and 3 sign-extended into lanes 0 and 1: SXTB16 with its rotate,
+ * one instruction (GCC 12 does not fuse a separate rotate into it). */
+static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
+{
+    uint32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+
+/* a = p[0], b = p[1], p += 2, as one LDRD with write-back (p word aligned).
+ * The "m" operand tells the compiler which memory the load reads. */
+#define KILN_LOAD_PAIR(a, b, p)                                                  \
+    __asm__("ldrd %0, %1, [%2], #8"                                              \
+            : "=r"(a), "=r"(b), "+r"(p)                                          \
+            : "m"(*(const uint32_t(*)[2])(p)))
+
+#else /* plain C twins */
+
+static inline int32_t kiln_lane0(uint32_t x) { return (int32_t)(int16_t)(uint16_t)x; }
+static inline int32_t kiln_lane1(uint32_t x) { return (int32_t)(int16_t)(uint16_t)(x >> 16); }
+
+/* The sums here never leave int32 (each kernel proves it), so SMLAD's
+ * wrap-around (and Q flag) never comes into play. */
+static inline int32_t kiln_smlad(uint32_t a, uint32_t b, int32_t acc)
+{
+    return acc + kiln_lane0(a) * kiln_lane0(b) + kiln_lane1(a) * kiln_lane1(b);
+}
+
+static inline int32_t kiln_smlabb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return acc + kiln_lane0(a) * kiln_lane0(b);
+}
+
+static inline int32_t kiln_smlatt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return acc + kiln_lane1(a) * kiln_lane1(b);
+}
+
+static inline uint32_t kiln_pack16(int32_t lo, int32_t hi)
+{
+    return (uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16);
+}
+
+static inline uint32_t kiln_sxtb16(uint32_t x)
+{
+    return kiln_pack16((int8_t)(uint8_t)x, (int8_t)(uint8_t)(x >> 16));
+}
+
+static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
+{
+    return kiln_pack16((int8_t)(uint8_t)(x >> 8), (int8_t)(uint8_t)(x >> 24));
+}
+
+#define KILN_LOAD_PAIR(a, b, p)                                                  \
+    do {                                                                         \
+        (a) = (p)[0];                                                            \
+        (b) = (p)[1];                                                            \
+        (p) += 2;                                                                \
+    } while (0)
+
+#endif /* __ARM_FEATURE_DSP */
+
+/*
+ * kiln_requantize(acc, multiplier, shift) for shift <= -2, from the
+ * precomputed kiln_requant_fast_t of the channel (conv.h): six instructions
+ * on Cortex-M4 (AND, ORR, ASR, SMLAL, ADD, ASR).
+ *
+ * Why it equals TFLite's double rounding (kiln_math.h), with e = -shift >= 2,
+ * m = multiplier in [2^30, 2^31), any int32 acc = x:
+ * 1. TFLite's rounding doubling high multiply, (x*m + nudge) / 2^31 with
+ *    nudge 2^30 or 1 - 2^30 by sign and a division truncating toward zero,
+ *    is r = floor((x*m + 2^30) / 2^31) for both signs (for x*m = -c < 0:
+ *    trunc((-c + 1 - 2^30) / 2^31) = -floor((c + 2^30 - 1) / 2^31)
+ *    = floor((-c + 2^30) / 2^31)).
+ * 2. Rounding r / 2^e half away from zero is floor((r + 2^(e-1) - [r < 0]) / 2^e),
+ *    and [x < 0] may stand for [r < 0]: they differ only when r = 0, where both
+ *    give 0. Nesting floors (floor((floor(a) + k) / n) = floor((a + k) / n)):
+ *    out = floor((x*m + 2^30 - [x < 0] * 2^31 + 2^(e-2) * 2^32) / 2^(e-1) / 2^32)
+ *        = (hi + 2^(e-2)) >> (e - 1), hi = the high word of
+ *    x*m + (x < 0 ? -2^30 : 2^30), one SMLAL onto (x >> 31 : sign bit | 2^30).
+ * 3. No overflow: |x*m| < 2^62; |hi| < 2^30, so hi + 2^(e-2) fits int32.
+ * The host tests compare it with kiln_requantize on random and edge values.
+ */
+static inline int32_t kiln_requantize_fast(int32_t acc, const kiln_requant_fast_t *q)
+{
+    const uint64_t round = ((uint64_t)(uint32_t)(acc >> 31) << 32) |
+                           (((uint32_t)acc & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
+    const int64_t p = (int64_t)acc * q->multiplier + (int64_t)round;
+    return ((int32_t)(p >> 32) + q->round) >> q->right_shift;
+}
+
+/* kiln_requantize_fast, then the output zero point and the clamp. With
+ * full_range (a constant: the clamp is [-128, 127]) the clamp is one SSAT;
+ * kernels instantiate their loops for both (KILN_ALWAYS_INLINE bodies). */
+static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
+                                      int32_t output_offset, int32_t act_min, int32_t act_max,
+                                      int full_range)
+{
+    int32_t v = kiln_requantize_fast(acc, q) + output_offset;
+    if (full_range) {
+#if defined(__ARM_FEATURE_DSP)
+        return (int8_t)__ssat(v, 8);
+#else
+        act_min = -128;
+        act_max = 127;
+#endif
+    }
+    v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
+    v = v < act_max ? v : act_max;
+    return (int8_t)v;
+}
+
+#if defined(__GNUC__)
+#define KILN_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define KILN_ALWAYS_INLINE inline
+#endif
+
+/* Rounds a dot-product depth up to whole groups of four. */
+static inline int32_t kiln_round_up4(int32_t k)
+{
+    return (k + 3) & ~3;
+}
+
+#endif /* KILN_CONV_DSP_H */
