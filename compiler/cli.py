@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .compile import DEFAULT_OPTIMIZE
 from .errors import InputError, KilnError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -74,7 +75,7 @@ def cmd_info(args) -> int:
             q = f" scale={t.quant.scale[0]:.6g} zp={t.quant.zero_point[0]}" if t.quant is not None else ""
             print(f"  {role:6} {t.name} {list(t.shape)} {t.dtype}{q}")
     try:
-        art = compile(g, board="host")
+        art = compile(g, board="host", optimize=args.optimize)
     except KilnError as e:
         counts: dict[str, int] = {}
         for op in g.ops:
@@ -89,8 +90,23 @@ def cmd_info(args) -> int:
         print(f"{op['index']:>3} {op['type']:<22} {op['kernel']:<26} {str(out['shape']):<18} {op['macs']:>10,}")
     total_macs = sum(op["macs"] for op in r["ops"])
     print(f"MACs {total_macs:,}  weights {r['weights_bytes']:,} B  arena {r['arena_bytes']:,} B "
-          f"(live-tensor lower bound {r['arena_lower_bound_bytes']:,} B, scratch {r['scratch_bytes']:,} B)")
+          f"(scratch {r['scratch_bytes']:,} B)")
+    print(_memory_line(art))
+    if args.memory_plot:
+        from .memory_plot import save_memory_plot
+
+        print(f"wrote {save_memory_plot(r, args.memory_plot)}")
     return EXIT_OK
+
+
+def _memory_line(art) -> str:
+    """Peak arena, the layer that sets it, and the layer-by-layer bound without overlaps."""
+    r = art.report
+    peak = r["peak_layer"]
+    where = f"layer {peak} ({r['ops'][peak]['type']})" if 0 <= peak < len(r["ops"]) else "-"
+    return (f"peak arena {r['arena_bytes']:,} B at {where}, optimize={r['optimize']}; "
+            f"bound without overlaps {r['arena_bound_without_overlaps_bytes']:,} B; "
+            f"{len(r['overlaps'])} layer(s) write over their input")
 
 
 def _load_for_compile(args):
@@ -109,12 +125,12 @@ def cmd_compile(args) -> int:
     from . import compile
 
     g = _load_for_compile(args)
-    art = compile(g, board=args.board, tuning_records=args.tuning_records)
+    art = compile(g, board=args.board, tuning_records=args.tuning_records, optimize=args.optimize)
     out = art.save(args.output, force=args.force)
     r = art.report
     print(f"wrote {', '.join(sorted(art.files))} to {out}")
-    print(f"arena {r['arena_bytes']:,} B (lower bound {r['arena_lower_bound_bytes']:,} B), "
-          f"weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
+    print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
+    print(_memory_line(art))
     return EXIT_OK
 
 
@@ -152,6 +168,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tuning-records", metavar="F")
 
 
+def add_optimize_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--optimize", choices=("speed", "balanced", "memory"), default=DEFAULT_OPTIMIZE,
+                   help="speed: every buffer apart; balanced: layers write over their input "
+                        "where that lowers the peak arena; memory: wherever they can "
+                        f"(default {DEFAULT_OPTIMIZE})")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
     parser = argparse.ArgumentParser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
     parser.add_argument("--version", action="version", version="kiln 0.1.0")
@@ -159,6 +182,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
 
     p = sub.add_parser("info", help="ops, shapes, MACs, weight bytes, arena estimate")
     p.add_argument("model")
+    add_optimize_argument(p)
+    p.add_argument("--memory-plot", metavar="OUT.svg",
+                   help="draw the arena over time (buffers as boxes) to an SVG file")
     p.set_defaults(handler=cmd_info)
 
     p = sub.add_parser("compile", help="compile a model to C sources and kiln.json")
@@ -169,6 +195,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
                    help="quantize a float model first (once per model input)")
     p.add_argument("--tuning-records", metavar="F")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    add_optimize_argument(p)
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser("run", help="run a model (host, QEMU or a board) and print its outputs")

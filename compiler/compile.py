@@ -10,11 +10,12 @@ from .codegen import generate, weights_bytes
 from .codegen.lowering import Target
 from .errors import BoardError
 from .ir import Graph
-from .memory_plan import lower_bound
-from .passes import optimize
+from .memory_plan import lower_bound, peak_step
+from .passes import optimize as optimize_graph
 from .paths import boards_dir
 
 KILN_VERSION = "0.1.0"
+DEFAULT_OPTIMIZE = "balanced"
 
 
 def _check_board(board: str) -> None:
@@ -42,11 +43,17 @@ def _tensor_io(graph: Graph, tid: int) -> dict:
             "scale": scale, "zero_point": zp}
 
 
-def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:  # noqa: A001
-    """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input."""
+def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A001
+            optimize: str = DEFAULT_OPTIMIZE) -> Artifact:
+    """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input.
+
+    `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
+    "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
+    the input it reads last wherever that lowers the peak, "memory" wherever it can."""
     _check_board(board)
-    g = optimize(graph)
-    files, plan, layers, consts = generate(g, KILN_VERSION, target_for(board))
+    g = optimize_graph(graph)
+    files, plan, layers, consts = generate(g, KILN_VERSION, target_for(board),
+                                           optimize=optimize)
     offsets = {b.name: b.offset for b in plan.buffers}
     report = {
         "kiln_version": KILN_VERSION,
@@ -56,6 +63,13 @@ def compile(graph: Graph, board: str = "host", tuning_records=None) -> Artifact:
         "outputs": [_tensor_io(g, t) for t in g.outputs],
         "arena_bytes": plan.arena_bytes,
         "arena_lower_bound_bytes": plan.lower_bound,
+        "optimize": optimize,
+        "arena_bound_without_overlaps_bytes": plan.bound_without_overlaps,
+        "peak_layer": peak_step(plan),
+        "overlaps": [{"layer": o.layer, "input": o.input, "output": o.output,
+                      "offset_delta": delta, "kernel": layers[o.layer].code.kernel,
+                      "banded": "kiln_band_params_t" in layers[o.layer].code.body,
+                      "rule": o.rule} for o, delta in plan.shared()],
         "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),

@@ -5,10 +5,17 @@ placed one at a time at the lowest-cost offset that clashes with no already-plac
 buffer whose interval overlaps (best fit: the smallest gap that holds it, else the
 top). The order buffers are placed in matters, so several orders are tried (by size,
 by size × lifetime, by first use, by the peak step they cover) and the smallest arena
-wins. Every result passes `check()`: no two buffers alive at the same step share a byte.
+wins. Every result passes `check()`.
+
+Overlaps. Without them, two buffers alive at the same step never share a byte, and the
+arena cannot go below the layer-by-layer bound: the largest sum of sizes live at one
+step. An `Overlap` lets a layer's output share bytes with the input it reads for the last
+time, for the offset differences its kernel's rule allows (how the rules are derived:
+kiln.compiler.codegen.ops.inplace). Placement then forbids, for each clashing buffer, the
+offsets that would intersect it minus the allowed ones; `check()` verifies that every
+pair of buffers alive at the same step is either disjoint or overlaps as a rule allows.
 
 Limits: O(n² · orders) for n buffers, fine for the hundreds of tensors of an MCU model.
-The lower bound for layer-by-layer execution is the largest sum of sizes live at one step.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ALIGN = 8
+_INF = float("inf")
 
 
 def _align(n: int, a: int = ALIGN) -> int:
@@ -35,16 +43,45 @@ class Buffer:
         return self.first <= other.last and other.first <= self.last
 
 
+@dataclass(frozen=True)
+class Overlap:
+    """Buffer `output` may share bytes with buffer `input` when
+    output.offset - input.offset lies in one of `allowed` (inclusive ranges, None =
+    unbounded). `rule` says which kernel rule this is, for messages and reports."""
+
+    input: str
+    output: str
+    allowed: tuple[tuple[int | None, int | None], ...]
+    rule: str = ""
+    layer: int = -1         # the step whose kernel declares the rule
+
+    def allows(self, delta: int) -> bool:
+        return any((lo is None or delta >= lo) and (hi is None or delta <= hi)
+                   for lo, hi in self.allowed)
+
+
 @dataclass
 class Plan:
     buffers: list[Buffer]
     arena_bytes: int
     order: str = ""
     lower_bound: int = 0
+    overlaps: list[Overlap] = field(default_factory=list)
+    bound_without_overlaps: int = 0     # layer-by-layer bound of the plain kernels' buffers
     by_name: dict[str, Buffer] = field(default_factory=dict)
 
     def __post_init__(self):
         self.by_name = {b.name: b for b in self.buffers}
+
+    def shared(self) -> list[tuple[Overlap, int]]:
+        """The overlaps the placement actually uses (bytes shared), with their offset
+        difference output - input."""
+        out = []
+        for o in self.overlaps:
+            a, b = self.by_name[o.input], self.by_name[o.output]
+            if a.offset < b.offset + b.size and b.offset < a.offset + a.size:
+                out.append((o, b.offset - a.offset))
+        return out
 
 
 def lower_bound(buffers: list[Buffer]) -> int:
@@ -55,20 +92,93 @@ def lower_bound(buffers: list[Buffer]) -> int:
     return max(sum(_align(b.size) for b in buffers if b.first <= s <= b.last) for s in steps)
 
 
-def _place(buffers: list[Buffer]) -> int:
+def step_usage(p: Plan) -> dict[int, tuple[int, int]]:
+    """Per step: (highest byte in use + 1, bytes in use) over the buffers alive then."""
+    if not p.buffers:
+        return {}
+    out = {}
+    for s in range(min(b.first for b in p.buffers), max(b.last for b in p.buffers) + 1):
+        live = sorted((b.offset, b.offset + b.size) for b in p.buffers if b.first <= s <= b.last)
+        used, cursor = 0, 0
+        for lo, hi in live:
+            lo = max(lo, cursor)
+            if hi > lo:
+                used += hi - lo
+                cursor = hi
+        out[s] = (max((hi for _, hi in live), default=0), used)
+    return out
+
+
+def peak_step(p: Plan) -> int:
+    """The first step whose live buffers reach the top of the arena."""
+    usage = step_usage(p)
+    return next((s for s, (top, _) in usage.items() if top == p.arena_bytes), -1)
+
+
+def _subtract(lo: float, hi: float, allowed) -> list[tuple[float, float]]:
+    """Integer interval [lo, hi] minus the union of closed integer intervals `allowed`."""
+    parts = [(lo, hi)]
+    for a_lo, a_hi in allowed:
+        a_lo = -_INF if a_lo is None else a_lo
+        a_hi = _INF if a_hi is None else a_hi
+        nxt = []
+        for p_lo, p_hi in parts:
+            if a_hi < p_lo or a_lo > p_hi:
+                nxt.append((p_lo, p_hi))
+                continue
+            if p_lo < a_lo:
+                nxt.append((p_lo, a_lo - 1))
+            if a_hi < p_hi:
+                nxt.append((a_hi + 1, p_hi))
+        parts = nxt
+    return parts
+
+
+def _shift(base: int, delta: int | None, sign: int = 1) -> int | None:
+    return None if delta is None else base + sign * delta
+
+
+def _place(buffers: list[Buffer], rules: dict[tuple[str, str], Overlap] | None = None) -> int:
+    rules = rules or {}
     placed: list[Buffer] = []
     top = 0
     for buf in buffers:
         size = _align(buf.size)
-        clashes = sorted((p for p in placed if p.overlaps_in_time(buf)), key=lambda p: p.offset)
-        best_offset, best_gap = None, None
+        forbidden: list[tuple[float, float]] = []   # closed integer ranges of start offsets
+        for p in placed:
+            if not p.overlaps_in_time(buf):
+                continue
+            clash = (p.offset - size + 1, p.offset + _align(p.size) - 1)
+            rule = rules.get((p.name, buf.name))
+            if rule is not None:          # buf is the output: its offset = p.offset + delta
+                allowed = [(_shift(p.offset, lo), _shift(p.offset, hi)) for lo, hi in rule.allowed]
+                forbidden += _subtract(*clash, allowed)
+                continue
+            rule = rules.get((buf.name, p.name))
+            if rule is not None:          # buf is the input: its offset = p.offset - delta
+                allowed = [(_shift(p.offset, hi, -1), _shift(p.offset, lo, -1))
+                           for lo, hi in rule.allowed]
+                forbidden += _subtract(*clash, allowed)
+                continue
+            forbidden.append(clash)
+        # Free start offsets: [0, inf) minus the forbidden ranges, on the ALIGN grid.
+        regions: list[tuple[int, float]] = []
         cursor = 0
-        for p in clashes:
-            gap = p.offset - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best_offset, best_gap = cursor, gap
-            cursor = max(cursor, p.offset + _align(p.size))
-        buf.offset = best_offset if best_offset is not None else cursor
+        for lo, hi in sorted(forbidden):
+            if lo > cursor:
+                regions.append((cursor, lo - 1))
+            cursor = max(cursor, int(hi) + 1)
+        regions.append((cursor, _INF))
+        best: tuple[float, int] | None = None
+        for lo, hi in regions:
+            start = _align(int(lo))
+            end = hi if hi == _INF else int(hi) // ALIGN * ALIGN
+            if start > end:
+                continue
+            slack = end - start         # best fit: the tightest free region
+            if best is None or slack < best[0]:
+                best = (slack, start)
+        buf.offset = best[1]
         top = max(top, buf.offset + size)
         placed.append(buf)
     return top
@@ -87,32 +197,48 @@ def _orders(buffers: list[Buffer]) -> dict[str, list[Buffer]]:
     }
 
 
-def plan(buffers: list[Buffer]) -> Plan:
-    """Place `buffers` in one arena; return the smallest plan over several orders."""
+def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = ()) -> Plan:
+    """Place `buffers` in one arena, letting the pairs in `overlaps` share bytes as their
+    rules allow; return the smallest plan over several orders."""
     if not buffers:
         return Plan(buffers=[], arena_bytes=0)
+    rules = {(o.input, o.output): o for o in overlaps}
     best: tuple[int, str, dict[str, int]] | None = None
-    for order_name, order in _orders(buffers).items():
-        top = _place(order)
-        if best is None or top < best[0]:
-            best = (top, order_name, {b.name: b.offset for b in buffers})
+    # Greedy placement with overlaps is not always better than without: try both.
+    for allowed in ([rules, {}] if rules else [{}]):
+        for order_name, order in _orders(buffers).items():
+            top = _place(order, allowed)
+            if best is None or top < best[0]:
+                best = (top, order_name + ("" if allowed else " (no overlaps)"),
+                        {b.name: b.offset for b in buffers})
     top, order_name, offsets = best
     for b in buffers:
         b.offset = offsets[b.name]
     result = Plan(buffers=list(buffers), arena_bytes=top, order=order_name,
-                  lower_bound=lower_bound(buffers))
+                  lower_bound=lower_bound(buffers), overlaps=list(overlaps))
     check(result)
     return result
 
 
 def check(p: Plan) -> None:
-    """Raise AssertionError if two buffers alive at the same step share a byte."""
+    """Raise AssertionError unless every buffer is aligned and inside the arena, and every
+    two buffers alive at the same step are disjoint or overlap as an Overlap allows."""
+    rules = {(o.input, o.output): o for o in p.overlaps}
     bs = p.buffers
     for i, a in enumerate(bs):
         assert a.offset >= 0 and a.offset % ALIGN == 0, f"{a.name} misplaced at {a.offset}"
         assert a.offset + a.size <= p.arena_bytes, f"{a.name} exceeds the arena"
         for b in bs[i + 1:]:
-            if a.overlaps_in_time(b):
-                assert a.offset + a.size <= b.offset or b.offset + b.size <= a.offset, (
-                    f"{a.name} [{a.offset}, +{a.size}) and {b.name} [{b.offset}, +{b.size}) "
-                    f"are both alive in steps {max(a.first, b.first)}..{min(a.last, b.last)}")
+            if not a.overlaps_in_time(b):
+                continue
+            if a.offset + a.size <= b.offset or b.offset + b.size <= a.offset:
+                continue
+            rule, delta = rules.get((a.name, b.name)), b.offset - a.offset
+            if rule is None:
+                rule, delta = rules.get((b.name, a.name)), a.offset - b.offset
+            assert rule is not None, (
+                f"{a.name} [{a.offset}, +{a.size}) and {b.name} [{b.offset}, +{b.size}) "
+                f"are both alive in steps {max(a.first, b.first)}..{min(a.last, b.last)}")
+            assert rule.allows(delta), (
+                f"{rule.output} overlaps {rule.input} at offset difference {delta}, which its "
+                f"rule ({rule.rule or rule.allowed}) does not allow")

@@ -32,6 +32,7 @@ class FaultyTransport(Transport):
         self.from_device = from_device
         self.name = f"{inner.name} (faults {rate:.2%})"
         self.bytes_per_second = inner.bytes_per_second
+        self.lossless = False
         self.injected: Counter[str] = Counter()
         self._rng = random.Random(seed)
 

@@ -4,8 +4,12 @@ RpcClient turns each command into one request frame and waits for its response:
 
 * every request gets a fresh 16-bit seq; a retransmission reuses it, and the device
   answers a repeated (seq, cmd, CRC) from its kept response without re-executing;
-* a timeout (silence), a NAK or a damaged frame triggers a retransmission, at most
-  ``max_retries`` times, with the wait doubling up to ``max_backoff``;
+* a NAK or a damaged frame triggers a retransmission at once; silence does too on a
+  lossy link (a real UART), at most ``max_retries`` times, the wait doubling up to
+  ``max_backoff``. On a lossless link (pipe, socket, QEMU) silence only means a slow
+  device, so the client waits (the same bounded number of times) instead of queueing
+  copies behind the first. Waits scale with the frame's size, using a latency and
+  per-byte cost learnt from clean exchanges (a QEMU UART slows 10x on a busy machine);
 * long commands (RUN, TIME, PROFILE, TUNE_RUN) are ACKed by the device when it
   starts executing; then the client waits up to ``command_timeout`` for the answer
   and names a device that never answers as hung;
@@ -147,6 +151,7 @@ class LinkStats:
 
     requests: int = 0
     retransmissions: int = 0
+    damage_retransmissions: int = 0  # after a NAK or a damaged frame (not mere silence)
     naks: int = 0
     bad_frames: int = 0
     stale_frames: int = 0
@@ -209,6 +214,8 @@ class RpcClient:
         self._seq = random.randrange(0x10000)
         self._in_session = False
         self._any_valid_frame = False
+        self._latency = 0.0
+        self._sec_per_byte = 1.0 / self._rate()
 
     # ---- plumbing ---------------------------------------------------------------------
 
@@ -219,6 +226,22 @@ class RpcClient:
 
     def _rate(self) -> float:
         return self.transport.bytes_per_second or self.options.link_bytes_per_second
+
+    def _expected_time(self, nbytes: int) -> float:
+        """How long an exchange of nbytes should take on this link, from what it has done
+        so far (a QEMU UART slows down a lot on a busy machine): latency + bytes x cost,
+        both learnt from clean exchanges, doubled for margin."""
+        return 2.0 * (self._latency + nbytes * self._sec_per_byte)
+
+    def _learn(self, nbytes: int, elapsed: float) -> None:
+        """Update the link model from an exchange that needed no retransmission (Karn)."""
+        def ewma(old: float, sample: float) -> float:
+            return 0.5 * old + 0.5 * sample if sample > old else 0.875 * old + 0.125 * sample
+
+        if nbytes < 128:
+            self._latency = ewma(self._latency, elapsed)
+        elif nbytes >= 256:
+            self._sec_per_byte = ewma(self._sec_per_byte, max(0.0, elapsed - self._latency) / nbytes)
 
     def _next_seq(self) -> int:
         self._seq = (self._seq + 1) & 0xFFFF
@@ -238,7 +261,15 @@ class RpcClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            data = self.transport.read(min(remaining, 0.5))
+            try:
+                data = self.transport.read(min(remaining, 0.5))
+            except TransportError as exc:
+                noise = self._decoder.unframed(48)
+                if self._any_valid_frame or not noise:
+                    raise
+                raise DeviceError(
+                    f"no kiln RPC server on {self.transport.name}: it sent {noise!r}… and closed "
+                    f"the line ({exc}); a standalone build or other firmware?") from exc
             if data:
                 self._events.extend(self._decoder.feed(data))
         return self._events.popleft()
@@ -256,12 +287,24 @@ class RpcClient:
     def _retransmit(self, p: _Pending, why: str, give_up_at: float | None) -> None:
         p.retries += 1
         self.stats.retransmissions += 1
+        if why != "silence":
+            self.stats.damage_retransmissions += 1
         now = time.monotonic()
         out_of_time = give_up_at is not None and now >= give_up_at
         if (give_up_at is None and p.retries > self.options.max_retries) or out_of_time:
             raise self._silence_error(p, why)
         self._send(p)
         p.deadlines["answer"] = p.last_send + p.backoff + p.wire
+        p.backoff = min(p.backoff * 2, self.options.max_backoff)
+
+    def _wait_longer(self, p: _Pending, give_up_at: float | None) -> None:
+        """Silence on a lossless link: count it like a retransmission, send nothing."""
+        p.retries += 1
+        now = time.monotonic()
+        if (give_up_at is None and p.retries > self.options.max_retries) or \
+                (give_up_at is not None and now >= give_up_at):
+            raise self._silence_error(p, "silence")
+        p.deadlines["answer"] = now + p.backoff + p.wire
         p.backoff = min(p.backoff * 2, self.options.max_backoff)
 
     def _silence_error(self, p: _Pending, why: str) -> KilnError:
@@ -293,7 +336,7 @@ class RpcClient:
         long = cmd in LONG_COMMANDS
         frame = encode_frame(cmd, self._next_seq(), payload)
         p = _Pending(cmd, self._seq, frame, long,
-                     wire=(len(frame) + response_bytes + 32) / self._rate(),
+                     wire=self._expected_time(len(frame) + response_bytes + 16),
                      backoff=opts.retry_timeout)
         self.stats.requests += 1
         self._send(p)
@@ -317,7 +360,10 @@ class RpcClient:
                     # now and then; a busy device answers the copies from its kept
                     # response when done. Bounded by the compute deadline, not by count.
                     p.retries -= 1
-                self._retransmit(p, "silence", give_up_at)
+                if self.transport.lossless:
+                    self._wait_longer(p, give_up_at)  # slow, not lost: a copy would only queue
+                else:
+                    self._retransmit(p, "silence", give_up_at)
                 continue
             if isinstance(event, BadFrame):
                 self.stats.bad_frames += 1
@@ -349,6 +395,8 @@ class RpcClient:
             if event.cmd != (cmd | RESPONSE_BIT) or not event.payload:
                 self.stats.stale_frames += 1
                 continue
+            if p.retries == 0 and not long:
+                self._learn(len(frame) + len(event.payload) + 9, now - p.last_send)
             if check and event.status != Status.OK:
                 self._raise_status(cmd, event)
             return event

@@ -88,7 +88,11 @@ class Session:
         self._device: DeviceInfo | None = None
         self.last_run_ticks: int | None = None  # device ticks of the last run()
         if connect:
-            self.connect()
+            try:
+                self.connect()
+            except BaseException:
+                transport.close()  # the session owns its transport, even when it fails
+                raise
 
     # ---- connection -------------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class Session:
         """Run op(chunk_size); halve the chunk when the line is noisy, grow it back when clean."""
         max_chunk = self.client.max_payload - _WRITE_OVERHEAD
         while True:
-            before = self.client.stats.retransmissions
+            before = self.client.stats.damage_retransmissions
             try:
                 result = op(self._chunk)
             except NoisyLinkError:
@@ -176,7 +180,8 @@ class Session:
                     raise
                 self._chunk = max(_MIN_CHUNK, self._chunk // 2)
                 continue
-            if self.client.stats.retransmissions > before:
+            # Damaged frames, not a slow link, are a reason for shorter frames.
+            if self.client.stats.damage_retransmissions > before:
                 self._chunk = max(_MIN_CHUNK, self._chunk // 2)
                 self._clean_calls = 0
             else:

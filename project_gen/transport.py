@@ -20,6 +20,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +35,10 @@ class Transport(ABC):
     name: str = "transport"
     #: Bytes per second the link is expected to carry (to size timeouts), None if unknown.
     bytes_per_second: float | None = None
+    #: True when the link never loses or damages bytes (a pipe, a TCP socket, QEMU's
+    #: chardev with its flow control): silence then means a slow or dead device, never
+    #: a lost frame, and the client waits instead of sending the frame again.
+    lossless: bool = False
 
     @abstractmethod
     def write(self, data: bytes) -> None:
@@ -66,6 +71,7 @@ class SerialTransport(Transport):
 
         self.name = url
         self.bytes_per_second = None if "://" in url else baudrate / 10.0
+        self.lossless = url.startswith(("socket://", "loop://"))
         deadline = time.monotonic() + open_timeout
         while True:
             try:
@@ -147,6 +153,12 @@ class _PipeReader:
             return bytes(self._buf)
 
 
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 class SubprocessTransport(Transport):
     """A process whose stdin/stdout is the target's serial line (host firmware, QEMU -serial stdio)."""
 
@@ -155,12 +167,15 @@ class SubprocessTransport(Transport):
         self.argv = [str(a) for a in argv]
         self.name = name or f"process {Path(self.argv[0]).name}"
         self.bytes_per_second = bytes_per_second
+        self.lossless = True
         try:
             self._proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, cwd=cwd, bufsize=0)
         except OSError as exc:
             raise TransportError(f"cannot start {self.name}: {exc}") from exc
         assert self._proc.stdout is not None and self._proc.stderr is not None
+        # A firmware process must not outlive a transport that was never closed.
+        weakref.finalize(self, _reap, self._proc)
         self._out = _PipeReader(self._proc.stdout.fileno())
         self._err = _PipeReader(self._proc.stderr.fileno(), keep_tail=2048)
 
@@ -221,11 +236,16 @@ def free_tcp_port() -> int:
 
 def qemu_argv(kernel: str | os.PathLike[str], machine: str, serial: str = "stdio",
               icount_shift: int = 6, extra: Sequence[str] = ()) -> list[str]:
-    """QEMU command line for a Cortex-M ELF with its first UART on `serial` (a chardev spec)."""
+    """QEMU command line for a Cortex-M ELF with its first UART on `serial` (a chardev spec).
+
+    `-icount shift=N,sleep=off`: instruction counts (and so SysTick) are as with plain
+    `shift=N`, but QEMU does not pace virtual time to the wall clock, which makes
+    serial input 1.5-3x faster and steadier (27 KB upload: ~1.0-1.4 s against 0.5-2.9 s).
+    """
     qemu = shutil.which("qemu-system-arm")
     if qemu is None:
         raise TransportError("qemu-system-arm is not installed")
-    return [qemu, "-M", machine, "-icount", f"shift={icount_shift}",
+    return [qemu, "-M", machine, "-icount", f"shift={icount_shift},sleep=off",
             "-semihosting-config", "enable=on,target=native",
             "-display", "none", "-monitor", "none", "-serial", serial,
             *extra, "-kernel", str(kernel)]
@@ -238,6 +258,7 @@ class QemuTransport(Transport):
                  icount_shift: int = 6, extra: Sequence[str] = ()) -> None:
         self.name = f"QEMU {machine} ({Path(kernel).name})"
         self.bytes_per_second = 14_000.0 if chardev == "pipe" else 7_000.0
+        self.lossless = True
         self._proc: subprocess.Popen[bytes] | None = None
         if chardev == "pipe":
             self._inner: Transport = SubprocessTransport(
@@ -248,7 +269,8 @@ class QemuTransport(Transport):
             argv = qemu_argv(kernel, machine, f"tcp:127.0.0.1:{port},server=on,wait=on",
                              icount_shift, extra)
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.PIPE)
+                                          stderr=subprocess.DEVNULL)
+            weakref.finalize(self, _reap, self._proc)
             try:
                 self._inner = SerialTransport(f"socket://127.0.0.1:{port}", open_timeout=10.0)
             except TransportError:
@@ -277,8 +299,6 @@ class QemuTransport(Transport):
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        if self._proc is not None and self._proc.stderr is not None:
-            self._proc.stderr.close()
 
     def close(self) -> None:
         inner = getattr(self, "_inner", None)

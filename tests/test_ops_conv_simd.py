@@ -193,13 +193,13 @@ def test_variant_choice_follows_the_target():
     assert conv2d_variant(conv, Target()).kernel == "kiln_conv2d_s8"
     v = conv2d_variant(conv, DSP)
     assert (v.kernel, v.knobs, v.scratch) == (
-        "kiln_conv2d_gemm_s8", {"variant": "gemm", "oc_block": 2, "px_block": 2}, 4 * 144)
+        "kiln_conv2d_gemm_s8", {"variant": "gemm", "oc_block": 2, "px_block": 2}, 4 * 144 + 48)
     assert conv2d_variant(conv, DSP, {"variant": "generic"}).kernel == "kiln_conv2d_s8"
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, {"variant": "1x1"})
     pw = LayerShape(input=(1, 8, 8, 6), filter=(32, 1, 1, 6), output=(1, 8, 8, 32))
     assert [k["variant"] for k in candidates("CONV_2D", pw, DSP)] == ["gemm", "1x1", "generic"]
-    assert conv2d_variant(pw, DSP).scratch == 4 * 8 + 8          # C % 4 != 0: int8 patch too
+    assert conv2d_variant(pw, DSP).scratch == 4 * 8 + 8          # rows of 6 padded to 8
     grouped = LayerShape(input=(1, 8, 8, 16), filter=(16, 3, 3, 8), output=(1, 8, 8, 16))
     assert [k["variant"] for k in candidates("CONV_2D", grouped, DSP)] == ["generic"]
     slow = LayerShape(input=(1, 8, 8, 16), filter=(32, 3, 3, 16), output=(1, 8, 8, 32),
@@ -269,25 +269,26 @@ int main(void)
     const kiln_context_t ctx = {buf, 256}, small = {buf, 2}, odd = {buf + 1, 200};
     const int8_t *x = (const int8_t *)words;
     int refused = 0;
-    refused += kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, NULL, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_conv2d_gemm_s8(&small, &p, q, &in, x, &f1, words, bias, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_conv2d_gemm_s8(&odd, &p, q, &in, x, &f1, words, bias, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, (const int32_t *)(buf + 1), bias,
-                                   &out, buf) == KILN_ERR_ARG;
-    refused += kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &wrong, buf) == KILN_ERR_ARG;
-    refused += kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf5, words, bias, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_dwconv2d_3x3_s8(&small, &dp, q, &in, x, &dwf, words, bias, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_dwconv2d_3x3_s8(&ctx, &dp, NULL, &in, x, &dwf, words, bias, &out, buf) == KILN_ERR_ARG;
-    refused += kiln_fully_connected_rows_s8(&ctx, &fp_off, q, &fc_in, x, &f1, words, bias, &fc_out,
-                                            buf) == KILN_ERR_ARG;
-    refused += kiln_fully_connected_rows_s8(&small, &fp, q, &fc_in, x, &f1, words, bias, &fc_out,
-                                            buf) == KILN_ERR_ARG;
     int accepted = 0;
-    accepted += kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, buf + 128) == KILN_OK;
-    accepted += kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf, words, bias, &out,
-                                     buf + 128) == KILN_OK;
-    accepted += kiln_fully_connected_rows_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias, &fc_out,
-                                             buf + 128) == KILN_OK;
+#define REFUSED(call) refused += (call) == KILN_ERR_ARG
+#define ACCEPTED(call) accepted += (call) == KILN_OK
+    const int32_t *odd_w = (const int32_t *)(buf + 1);
+    int8_t *y = buf + 128;
+    REFUSED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, NULL, &out, y));
+    REFUSED(kiln_conv2d_gemm_s8(&small, &p, q, &in, x, &f1, words, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_s8(&odd, &p, q, &in, x, &f1, words, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, odd_w, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &wrong, y));
+    REFUSED(kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf5, words, bias, &out, y));
+    REFUSED(kiln_dwconv2d_3x3_s8(&small, &dp, q, &in, x, &dwf, words, bias, &out, y));
+    REFUSED(kiln_dwconv2d_3x3_s8(&ctx, &dp, NULL, &in, x, &dwf, words, bias, &out, y));
+    REFUSED(kiln_fully_connected_rows_s8(&ctx, &fp_off, q, &fc_in, x, &f1, words, bias,
+                                         &fc_out, y));
+    REFUSED(kiln_fully_connected_rows_s8(&small, &fp, q, &fc_in, x, &f1, words, bias,
+                                         &fc_out, y));
+    ACCEPTED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, y));
+    ACCEPTED(kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf, words, bias, &out, y));
+    ACCEPTED(kiln_fully_connected_rows_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias, &fc_out, y));
     printf("mismatches %ld refused %d accepted %d\n", bad, refused, accepted);
     return 0;
 }
@@ -313,7 +314,8 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
     assert sizes[:2] == [conv2d_variant(s, DSP).scratch for s in shapes]
     dw = LayerShape(input=(1, 9, 9, 16), filter=(1, 3, 3, 16), output=(1, 9, 9, 16))
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
-    assert sizes[2:] == [dwconv2d_variant(dw, DSP).scratch, fully_connected_variant(fc, DSP).scratch]
+    assert sizes[2:] == [dwconv2d_variant(dw, DSP).scratch,
+                         fully_connected_variant(fc, DSP).scratch]
 
 
 def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):

@@ -197,6 +197,14 @@ def test_other_firmware_is_named():
     t.close()
 
 
+def test_firmware_that_prints_and_exits_is_named():
+    script = "import sys; sys.stdout.write('KILN BEGIN kws host\\nKILN END 0\\n')"
+    t = SubprocessTransport([sys.executable, "-c", script], name="standalone")
+    with pytest.raises(DeviceError, match="no kiln RPC server on standalone.*KILN BEGIN.*exited "
+                                          "with code 0.*standalone build"):
+        Session(t, options=FAST)
+
+
 def test_silent_device_is_a_transport_error():
     t = SubprocessTransport([sys.executable, "-c", "import time; time.sleep(60)"], name="mute")
     with pytest.raises(TransportError, match="no answer to HELLO from mute"):
@@ -217,10 +225,8 @@ def test_hang_is_named(firmware):
     s = Session(SubprocessTransport([firmware]), options=FAST)
     x1 = np.zeros(8, np.int8)
     x1[:2] = 0x7E  # the fixture spins forever
-    # posix.c buffers stdout until it polls for input, so the ACK may not get out: the
-    # error then comes from silence; either way it must name a hang, in bounded time.
     t0 = time.monotonic()
-    with pytest.raises(TransportError, match="hangs"):
+    with pytest.raises(TransportError, match="accepted RUN but gave no answer within 1.0 s: it hangs"):
         s.run([np.zeros(3000, np.int8), x1], timeout=1.0)
     assert time.monotonic() - t0 < 10
     s.transport.close(grace=0.1)
@@ -272,3 +278,16 @@ def test_run_reply_layout(session):
     frame = session.client.call(Cmd.RUN, struct.pack("<B3xI", 0, 0))
     rc, ticks, _crc = struct.unpack_from("<iQI", frame.payload, 1)
     assert rc == 0 and ticks > 0
+
+
+def test_host_board_platform(tmp_path):
+    """The same over crt/platform/posix.c, the host board's own platform hooks."""
+    exe = build_host_fixture(tmp_path / "crt_posix", platform="crt")
+    rng = np.random.default_rng(4)
+    ins, outs = fixture_specs()
+    with Session(SubprocessTransport([exe]), inputs=ins, outputs=outs, options=FAST) as s:
+        for _ in range(3):
+            x0, x1 = random_inputs(rng)
+            got = s.run([x0, x1])
+            np.testing.assert_array_equal(got[0], expected_outputs(x0, x1)[0])
+        assert s.profile().total_ticks > 0

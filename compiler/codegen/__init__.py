@@ -6,8 +6,9 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph
-from ..memory_plan import Buffer, Plan, plan as plan_memory
+from ..memory_plan import Buffer, Overlap, Plan, lower_bound, plan as plan_memory
 from . import ops  # noqa: F401  (registers the lowerings)
+from .ops.inplace import OverlapMode, banded_code, overlap_modes
 from .emit import EmittedLayer, model_c, model_h, weights_c, weights_h
 from .lowering import LOWERINGS, LowerCtx, Target
 
@@ -53,8 +54,14 @@ def check_supported(graph: Graph) -> None:
         raise ModelError(f"{n} op(s) in {graph.name} cannot be compiled: " + "; ".join(parts))
 
 
-def _buffers(graph: Graph, layers: list[EmittedLayer]) -> list[Buffer]:
-    """Lifetimes of every arena buffer over the layer steps."""
+OPTIMIZE = ("speed", "balanced", "memory")
+
+
+def arena_buffers(graph: Graph, layers: list[EmittedLayer],
+             extra_scratch: dict[int, int] | None = None) -> list[Buffer]:
+    """Lifetimes of every arena buffer over the layer steps (`extra_scratch`: bytes a
+    chosen overlap mode adds to a layer's scratch)."""
+    extra_scratch = extra_scratch or {}
     n = len(graph.ops)
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -79,10 +86,147 @@ def _buffers(graph: Graph, layers: list[EmittedLayer]) -> list[Buffer]:
     buffers = [Buffer(name=graph.tensor(t).c_name, size=graph.tensor(t).nbytes,
                       first=first[t], last=last[t]) for t in sorted(first)]
     for step, e in enumerate(layers):
-        if e.code.scratch_bytes:
-            buffers.append(Buffer(name=f"l{step}_scratch", size=e.code.scratch_bytes,
+        size = e.code.scratch_bytes + extra_scratch.get(step, 0)
+        if size:
+            buffers.append(Buffer(name=f"l{step}_scratch", size=size,
                                   first=step, last=step, kind="scratch"))
     return buffers
+
+
+# --- overlaps: which layers may write over their input, and which ones do ---------------
+
+def _overlap_candidates(graph: Graph, layers: list[EmittedLayer]) -> dict[int, list[OverlapMode]]:
+    """Per layer, the overlap modes its kernel declares whose input dies at that layer
+    (read there for the last time, not a model output) and whose output is born there."""
+    by_name = {b.name: b for b in arena_buffers(graph, layers)}
+    keep = {graph.storage_root(t) for t in graph.outputs}
+    out: dict[int, list[OverlapMode]] = {}
+    for step, e in enumerate(layers):
+        y = graph.storage_root(e.op.outputs[0]) if len(e.op.outputs) == 1 else None
+        if y is None or graph.tensor(y).c_name not in by_name:
+            continue
+        modes = []
+        for m in overlap_modes(graph, e.op, step, e.code):
+            x = graph.storage_root(m.input_id)
+            xb = by_name.get(graph.tensor(x).c_name)
+            if (xb is not None and x != y and x not in keep and xb.last == step
+                    and by_name[graph.tensor(y).c_name].first == step):
+                modes.append(m)
+        if modes:
+            out[step] = modes
+    return out
+
+
+def _plan_with(graph: Graph, layers: list[EmittedLayer], choice: dict[int, OverlapMode]) -> Plan:
+    overlaps = []
+    for step, m in sorted(choice.items()):
+        e = layers[step]
+        overlaps.append(Overlap(
+            input=graph.tensor(graph.storage_root(m.input_id)).c_name,
+            output=graph.tensor(graph.storage_root(e.op.outputs[0])).c_name,
+            allowed=m.allowed, rule=f"{e.code.kernel} {m.describe()}", layer=step))
+    extra = {step: m.extra_scratch for step, m in choice.items()}
+    return plan_memory(arena_buffers(graph, layers, extra), overlaps)
+
+
+# Layers whose overlap modes the search tries one by one (the most crowded steps first).
+_SEARCH_LAYERS = 12
+
+
+def _footprint(m: OverlapMode, x_size: int, y_size: int) -> int:
+    """Bytes input + output + extra scratch span at their tightest allowed placement."""
+    spans = []
+    for delta in (m.forward_max, m.backward_min):
+        if delta is not None:
+            spans.append(max(x_size, delta + y_size) - min(0, delta))
+    return min(spans, default=x_size + y_size) + m.extra_scratch
+
+
+def _try(graph: Graph, layers: list[EmittedLayer], best: Plan, choice: dict[int, OverlapMode],
+         step: int, alt: OverlapMode | None, accept_equal: bool) -> tuple[Plan, dict] | None:
+    trial = {s: m for s, m in choice.items() if s != step}
+    if alt is not None:
+        trial[step] = alt
+    p = _plan_with(graph, layers, trial)
+    better = p.arena_bytes <= best.arena_bytes if accept_equal else p.arena_bytes < best.arena_bytes
+    return (p, trial) if better else None
+
+
+def choose_overlaps(graph: Graph, layers: list[EmittedLayer], optimize: str = "speed",
+                    ) -> tuple[Plan, dict[int, OverlapMode]]:
+    """The memory plan and the overlap mode of each layer that may use one.
+
+    speed: no overlaps (the layer-by-layer plan). memory: every layer takes its most
+    compact mode, then the layers of the most crowded steps (those whose buffers cannot
+    fit the arena side by side) try their other modes one at a time, keeping what shrinks
+    the arena. balanced: the memory plan, then overlaps that cost cycles are dropped where
+    their step fits without them, and the remaining ones replaced by a cheaper mode
+    (fewer bands, no copy) where that does not grow the arena."""
+    if optimize not in OPTIMIZE:
+        raise ModelError(f"optimize must be one of {', '.join(OPTIMIZE)} (got {optimize!r})")
+    candidates = _overlap_candidates(graph, layers) if optimize != "speed" else {}
+    best, choice = _plan_with(graph, layers, {}), {}
+    if not candidates:
+        return best, choice
+    names = {b.name: b for b in arena_buffers(graph, layers)}
+
+    def sizes(step: int, m: OverlapMode) -> tuple[int, int]:
+        x = names[graph.tensor(graph.storage_root(m.input_id)).c_name].size
+        y = names[graph.tensor(graph.storage_root(layers[step].op.outputs[0])).c_name].size
+        return x, y
+
+    compact = {s: min(ms, key=lambda m: (_footprint(m, *sizes(s, m)), m.cost))
+               for s, ms in candidates.items()}
+    p = _plan_with(graph, layers, compact)
+    if p.arena_bytes < best.arena_bytes:
+        best, choice = p, compact
+    # Steps whose buffers (no overlaps) exceed the arena need an overlap to fit it.
+    live = {s: sum(-(-b.size // 8) * 8 for b in names.values() if b.first <= s <= b.last)
+            for s in candidates}
+    crowded = sorted((s for s in candidates if live[s] > best.arena_bytes),
+                     key=lambda s: -live[s])[:_SEARCH_LAYERS]
+    for step in crowded:
+        for alt in [None, *candidates[step]]:
+            if alt is not choice.get(step):
+                found = _try(graph, layers, best, choice, step, alt, accept_equal=False)
+                if found:
+                    best, choice = found
+    if optimize == "balanced":
+        costly = [s for s, m in choice.items() if m.costs_cycles]
+        spare = [s for s in costly if live[s] <= best.arena_bytes]
+        trial = {s: m for s, m in choice.items() if s not in spare}
+        p = _plan_with(graph, layers, trial)
+        if p.arena_bytes <= best.arena_bytes:
+            best, choice = p, trial
+        for step in sorted((s for s in choice if choice[s].costs_cycles),
+                           key=lambda s: -live[s])[:_SEARCH_LAYERS]:
+            cheaper = sorted((m for m in candidates[step] if m.cost < choice[step].cost),
+                             key=lambda m: m.cost)
+            for alt in [None, *cheaper]:
+                found = _try(graph, layers, best, choice, step, alt, accept_equal=True)
+                if found:
+                    best, choice = found
+                    break
+    return best, choice
+
+
+def apply_overlaps(graph: Graph, layers: list[EmittedLayer], plan: Plan,
+                    choice: dict[int, OverlapMode]) -> list[EmittedLayer]:
+    """Layers whose output the plan puts over their input call the banded kernels, in
+    the order the offset difference needs."""
+    out = list(layers)
+    for step, m in choice.items():
+        x = plan.by_name[graph.tensor(graph.storage_root(m.input_id)).c_name]
+        y = plan.by_name[graph.tensor(graph.storage_root(layers[step].op.outputs[0])).c_name]
+        if x.offset >= y.offset + y.size or y.offset >= x.offset + x.size or m.name == "exact":
+            continue
+        delta = y.offset - x.offset
+        reverse = not (m.forward_max is not None and delta <= m.forward_max)
+        assert not reverse or (m.backward_min is not None and delta >= m.backward_min)
+        e = layers[step]
+        out[step] = EmittedLayer(op=e.op, code=banded_code(e.code, m, reverse),
+                                 pointers=e.pointers)
+    return out
 
 
 def lower(graph: Graph, target: Target | None = None,
@@ -103,26 +247,34 @@ def lower(graph: Graph, target: Target | None = None,
 
 
 def generate(graph: Graph, version: str, target: Target | None = None,
-             layer_knobs: dict[int, dict] | None = None,
+             layer_knobs: dict[int, dict] | None = None, optimize: str = "speed",
              ) -> tuple[dict[str, str], Plan, list[EmittedLayer], dict]:
-    """Lower, plan and emit. Returns (files, plan, layers, consts)."""
+    """Lower, plan (with overlaps as `optimize` asks, see choose_overlaps) and emit.
+    Returns (files, plan, layers, consts)."""
     for tid in graph.outputs:
         if graph.tensor(graph.storage_root(tid)).is_const:
             raise ModelError(f"model output {graph.tensor(tid).name} is a constant; nothing to compute")
     layers, consts = lower(graph, target, layer_knobs)
-    plan = plan_memory(_buffers(graph, layers))
+    plan, choice = choose_overlaps(graph, layers, optimize)
+    plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
+    layers = apply_overlaps(graph, layers, plan, choice)
+    return emit_sources(graph, layers, consts, plan, version), plan, layers, consts
+
+
+def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: Plan,
+                 version: str) -> dict[str, str]:
+    """model.h, model.c, weights.h and weights.c of lowered layers placed by `plan`."""
     offsets = {t.id: plan.by_name[t.c_name].offset for t in graph.tensors
                if t.c_name in plan.by_name}
     scratch = {i: plan.by_name[f"l{i}_scratch"].offset for i, e in enumerate(layers)
                if e.code.scratch_bytes}
     const_list = [consts[k] for k in consts]  # insertion order: layer order, deterministic
-    files = {
+    return {
         "model.h": model_h(graph, plan, offsets, len(layers), version),
         "model.c": model_c(graph, plan, offsets, layers, scratch, version),
         "weights.h": weights_h(const_list, version),
         "weights.c": weights_c(const_list, version),
     }
-    return files, plan, layers, consts
 
 
 def weights_bytes(consts: dict) -> int:

@@ -113,8 +113,11 @@ def _arena_table(graph: Graph, plan: Plan) -> list[str]:
              " *    offset     size   steps    buffer"]
     for b in sorted(plan.buffers, key=lambda b: (b.offset, b.first, b.name)):
         lines.append(f" *   {b.offset:7d}  {b.size:7d}   {b.first:>3}..{b.last:<3}  {b.name}")
-    lines.append(f" * Arena total {plan.arena_bytes} bytes; live-tensor lower bound "
-                 f"{plan.lower_bound} bytes.")
+    for o, delta in plan.shared():
+        lines.append(f" * Layer {o.layer} writes {o.output} over {o.input} (offset difference "
+                     f"{delta}; rule: {o.rule}).")
+    lines.append(f" * Arena total {plan.arena_bytes} bytes; layer-by-layer bound without overlaps "
+                 f"{plan.bound_without_overlaps or plan.lower_bound} bytes.")
     return lines
 
 

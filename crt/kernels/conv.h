@@ -173,8 +173,9 @@ typedef struct {
 
 /* CONV_2D with one group, any filter size, stride, dilation and padding, as
  * im2col + GEMM blocked 2 output channels x 2 output pixels.
- *   filter  packed from OHWI, K = KH * KW * C_in rounded up to 4, G = K / 4:
- *           for each pair of channels (2q, 2q + 1), G groups of four words
+ *   filter  packed from OHWI with each kernel row of KW * C_in values padded
+ *           with zeros to R = a multiple of 4, K = KH * R, G = K / 4: for each
+ *           pair of channels (2q, 2q + 1), G groups of four words
  *           [A of 2q][A of 2q + 1][B of 2q][B of 2q + 1]; an odd last
  *           channel follows as G groups of [A][B]. C_out * K / 2 words.
  *   quant   C_out entries
@@ -188,7 +189,7 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
                                   const kiln_dims_t *output_dims, int8_t *output);
 
 /* Scratch of kiln_conv2d_gemm_s8: two pixels' int16 columns, 4 * K bytes,
- * plus K bytes when C_in is not a multiple of 4 (K as above). */
+ * and one row of R bytes (K, R as above). */
 int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                             const kiln_dims_t *filter_dims);
 

@@ -15,26 +15,34 @@
  */
 #include "conv_dsp.h"
 
+/* Bytes of one kernel row of the receptive field, KW * C_in, and the same
+ * rounded up to whole words (the packed filter's row). */
+static int32_t row_bytes4(const kiln_dims_t *filter_dims)
+{
+    return kiln_round_up4(filter_dims->w * filter_dims->c);
+}
+
 int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                             const kiln_dims_t *filter_dims)
 {
     if (input_dims == NULL || filter_dims == NULL) {
         return 0;
     }
-    const int32_t depth4 = kiln_round_up4(filter_dims->h * filter_dims->w * filter_dims->c);
-    /* Two pixels' columns of int16 (4 * depth4 bytes), plus an int8 patch
-     * when channel runs are not whole words. */
-    return 4 * depth4 + (filter_dims->c % 4 != 0 ? depth4 : 0);
+    /* Two pixels' columns of int16 pairs (4 bytes per k), then one row of int8. */
+    const int32_t row4 = row_bytes4(filter_dims);
+    return 4 * filter_dims->h * row4 + row4;
 }
 
 /* Where one output pixel's receptive field lies, and what padding reads. */
 typedef struct {
     const int8_t *input;        /* batch 0 */
+    const int8_t *input_end;    /* one past the last input byte */
     int32_t in_h, in_w, in_c;
     int32_t k_h, k_w;
     int32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-    int32_t depth;              /* k_h * k_w * in_c */
-    int32_t groups4;            /* depth rounded up to 4, over 4 */
+    int32_t row_len;            /* k_w * in_c */
+    int32_t row4;               /* row_len rounded up to 4 */
+    int32_t groups4;            /* k_h * row4 / 4 */
     int8_t pad_value;           /* the input zero point */
 } gather_t;
 
@@ -63,9 +71,12 @@ static uint32_t *fill_run(uint32_t *col, uint32_t pair, int32_t n)
 
 /*
  * Receptive field of output pixel (b, oy, ox) into column slot `col` (the
- * pixel's first word; its words are col[4g] and col[4g + 2]). With whole
- * words of channels the input converts directly; otherwise it goes through
- * an int8 patch.
+ * pixel's first word; its words are col[4g] and col[4g + 2]), one kernel row
+ * of row4 values at a time: the packed filter is zero in each row's last
+ * row4 - row_len values, so whatever the column holds there only has to be
+ * defined. A row inside the image is converted straight from the input (its
+ * tail reads the bytes after it, when they are still in the input tensor); a
+ * row in the padding is the zero point; any other row goes through `patch`.
  */
 static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t *patch,
                    uint32_t *col)
@@ -75,57 +86,45 @@ static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t 
     const int32_t iy0 = oy * g->stride_h - g->pad_h;
     const int32_t ix0 = ox * g->stride_w - g->pad_w;
     const int row_inside = g->dil_w == 1 && ix0 >= 0 && ix0 + g->k_w - 1 < g->in_w;
-    const int32_t row_len = g->k_w * g->in_c;
-    if (g->in_c % 4 == 0) {
-        const uint32_t pad_pair = kiln_sxtb16((uint8_t)g->pad_value * UINT32_C(0x01010101));
-        const int32_t c4 = g->in_c / 4;
-        for (int32_t ky = 0; ky < g->k_h; ++ky) {
-            const int32_t iy = iy0 + ky * g->dil_h;
-            if (iy < 0 || iy >= g->in_h) {
-                col = fill_run(col, pad_pair, row_len / 4);
-                continue;
-            }
-            const int8_t *src_row = image + (size_t)iy * (size_t)g->in_w * (size_t)g->in_c;
-            if (row_inside) {
-                col = extend_run(col, src_row + (size_t)ix0 * (size_t)g->in_c, row_len / 4);
-                continue;
-            }
-            for (int32_t kx = 0; kx < g->k_w; ++kx) {
-                const int32_t ix = ix0 + kx * g->dil_w;
-                col = (ix < 0 || ix >= g->in_w)
-                          ? fill_run(col, pad_pair, c4)
-                          : extend_run(col, src_row + (size_t)ix * (size_t)g->in_c, c4);
-            }
-        }
-        return;
-    }
-    int8_t *dst = patch;
+    const int32_t n4 = g->row4 / 4;
+    const uint32_t pad_pair = kiln_sxtb16((uint8_t)g->pad_value * UINT32_C(0x01010101));
     for (int32_t ky = 0; ky < g->k_h; ++ky) {
         const int32_t iy = iy0 + ky * g->dil_h;
         if (iy < 0 || iy >= g->in_h) {
-            memset(dst, g->pad_value, (size_t)row_len);
-            dst += row_len;
+            col = fill_run(col, pad_pair, n4);
             continue;
         }
         const int8_t *src_row = image + (size_t)iy * (size_t)g->in_w * (size_t)g->in_c;
         if (row_inside) {
-            memcpy(dst, src_row + (size_t)ix0 * (size_t)g->in_c, (size_t)row_len);
-            dst += row_len;
-            continue;
+            const int8_t *src = src_row + (size_t)ix0 * (size_t)g->in_c;
+            if (g->input_end - src >= g->row4) {
+                col = extend_run(col, src, n4);
+                continue;
+            }
         }
+        if (g->in_c % 4 == 0) {
+            for (int32_t kx = 0; kx < g->k_w; ++kx) {
+                const int32_t ix = ix0 + kx * g->dil_w;
+                col = (ix < 0 || ix >= g->in_w)
+                          ? fill_run(col, pad_pair, g->in_c / 4)
+                          : extend_run(col, src_row + (size_t)ix * (size_t)g->in_c, g->in_c / 4);
+            }
+            continue;       /* row4 == row_len here */
+        }
+        int8_t *dst = patch;
         for (int32_t kx = 0; kx < g->k_w; ++kx) {
             const int32_t ix = ix0 + kx * g->dil_w;
-            if (ix < 0 || ix >= g->in_w) {
-                memset(dst, g->pad_value, (size_t)g->in_c);
-            } else {
-                memcpy(dst, src_row + (size_t)ix * (size_t)g->in_c, (size_t)g->in_c);
+            for (int32_t c = 0; c < g->in_c; ++c) {
+                dst[c] = (ix < 0 || ix >= g->in_w) ? g->pad_value
+                                                   : src_row[(size_t)ix * (size_t)g->in_c + c];
             }
             dst += g->in_c;
         }
+        for (int32_t i = g->row_len; i < g->row4; ++i) {
+            *dst++ = 0;
+        }
+        col = extend_run(col, patch, n4);
     }
-    /* The filter is zero past depth; zeros here keep the products defined. */
-    memset(dst, 0, (size_t)(4 * g->groups4 - g->depth));
-    extend_run(col, patch, g->groups4);
 }
 
 /*
@@ -133,7 +132,8 @@ static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t 
  * col the two pixels' interleaved column (groups4 groups of 4 words each).
  * acc[0..3] = (oc, px0), (oc, px1), (oc+1, px0), (oc+1, px1), added to.
  */
-static void dot_2x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[4])
+static KILN_ALWAYS_INLINE void dot_2x2(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                       int32_t acc[4])
 {
     int32_t a00 = acc[0];
     int32_t a01 = acc[1];
@@ -211,6 +211,54 @@ static void dot_1x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int
     acc[1] = a1;
 }
 
+/* What every 2x2 block of one layer shares. */
+typedef struct {
+    const uint32_t *col;            /* the two pixels' column */
+    int32_t groups4;
+    int32_t out_off;
+    int32_t act_min;
+    int32_t act_max;
+} block_t;
+
+/* Channels oc, oc + 1 (bias, q and the outputs point at oc) of both pixels:
+ * dot products, requantization and stores. out1 may equal out0 (one pixel:
+ * its column is in both slots, so both write the same values). */
+static KILN_ALWAYS_INLINE void block_2x2(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                         const kiln_requant_fast_t *q, int8_t *out0, int8_t *out1,
+                                         int full_range)
+{
+    int32_t acc[4] = {bias[0], bias[0], bias[1], bias[1]};
+    dot_2x2(w, k->col, k->groups4, acc);
+    /* Everything read before the first store: int8 stores may alias it. */
+    const kiln_requant_fast_t q0 = q[0];
+    const kiln_requant_fast_t q1 = q[1];
+    const int32_t off = k->out_off;
+    const int32_t lo = k->act_min;
+    const int32_t hi = k->act_max;
+    const int8_t y00 = kiln_output_fast(acc[0], &q0, off, lo, hi, full_range);
+    const int8_t y01 = kiln_output_fast(acc[1], &q0, off, lo, hi, full_range);
+    const int8_t y10 = kiln_output_fast(acc[2], &q1, off, lo, hi, full_range);
+    const int8_t y11 = kiln_output_fast(acc[3], &q1, off, lo, hi, full_range);
+    out1[0] = y01;
+    out1[1] = y11;
+    out0[0] = y00;
+    out0[1] = y10;
+}
+
+static KILN_NOINLINE void block_2x2_full(const block_t *k, const uint32_t *w,
+                                         const int32_t *bias, const kiln_requant_fast_t *q,
+                                         int8_t *out0, int8_t *out1)
+{
+    block_2x2(k, w, bias, q, out0, out1, 1);
+}
+
+static KILN_NOINLINE void block_2x2_clamp(const block_t *k, const uint32_t *w,
+                                          const int32_t *bias, const kiln_requant_fast_t *q,
+                                          int8_t *out0, int8_t *out1)
+{
+    block_2x2(k, w, bias, q, out0, out1, 0);
+}
+
 /* Every output pixel pair; full_range is a constant in each instantiation. */
 static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requant_fast_t *quant,
                                            const uint32_t *packed, const int32_t *bias,
@@ -223,6 +271,7 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     const int32_t out_h = output_dims->h;
     const int32_t out_w = output_dims->w;
     const int32_t pixels = output_dims->n * out_h * out_w;
+    const block_t blk = {col, g.groups4, out_off, act_min, act_max};
     int32_t b = 0;
     int32_t oy = 0;
     int32_t ox = 0;
@@ -252,21 +301,16 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
             }
         }
         int8_t *out0 = output + (size_t)p * (size_t)out_c;
-        int8_t *out1 = out0 + out_c;
+        int8_t *out1 = paired ? out0 + out_c : out0;
         const uint32_t *w = packed;
         int32_t oc = 0;
         for (; oc + 2 <= out_c; oc += 2) {
-            int32_t acc[4] = {bias[oc], bias[oc], bias[oc + 1], bias[oc + 1]};
-            dot_2x2(w, col, g.groups4, acc);
-            w += 4 * g.groups4;
-            const kiln_requant_fast_t *q0 = &quant[oc];
-            const kiln_requant_fast_t *q1 = &quant[oc + 1];
-            out0[oc] = kiln_output_fast(acc[0], q0, out_off, act_min, act_max, full_range);
-            out0[oc + 1] = kiln_output_fast(acc[2], q1, out_off, act_min, act_max, full_range);
-            if (paired) {
-                out1[oc] = kiln_output_fast(acc[1], q0, out_off, act_min, act_max, full_range);
-                out1[oc + 1] = kiln_output_fast(acc[3], q1, out_off, act_min, act_max, full_range);
+            if (full_range) {
+                block_2x2_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+            } else {
+                block_2x2_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
             }
+            w += 4 * g.groups4;
         }
         if (oc < out_c) {
             int32_t acc[2] = {bias[oc], bias[oc]};
@@ -302,13 +346,16 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
     }
     const gather_t g = {
         .input = input,
+        .input_end = input + (size_t)input_dims->n * (size_t)input_dims->h *
+                                 (size_t)input_dims->w * (size_t)input_dims->c,
         .in_h = input_dims->h, .in_w = input_dims->w, .in_c = input_dims->c,
         .k_h = filter_dims->h, .k_w = filter_dims->w,
         .stride_h = params->stride.h, .stride_w = params->stride.w,
         .pad_h = params->padding.h, .pad_w = params->padding.w,
         .dil_h = params->dilation.h, .dil_w = params->dilation.w,
-        .depth = filter_dims->h * filter_dims->w * filter_dims->c,
-        .groups4 = kiln_round_up4(filter_dims->h * filter_dims->w * filter_dims->c) / 4,
+        .row_len = filter_dims->w * filter_dims->c,
+        .row4 = row_bytes4(filter_dims),
+        .groups4 = filter_dims->h * row_bytes4(filter_dims) / 4,
         .pad_value = (int8_t)(-params->input_offset),
     };
     uint32_t *col = (uint32_t *)ctx->buf;

@@ -26,8 +26,11 @@
 #endif
 
 /* GCC's first scheduling pass hoists every load of an unrolled MAC block
- * ahead of its uses and then spills registers on Cortex-M; the SIMD kernels
- * are written in the order they should run, so they keep it. */
+ * ahead of its uses and then spills registers on Cortex-M, and its
+ * induction-variable pass turns dwconv's nine `tap[t] + c` into nine pointers
+ * it spills and reloads; the SIMD kernels are written in the order they
+ * should run, so they keep it. (Functions defined before this pragma are not
+ * inlined into those after it: only out-of-loop helpers come before.) */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__arm__)
 #pragma GCC optimize("no-schedule-insns")
 #endif
@@ -180,8 +183,10 @@ static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
 
 #if defined(__GNUC__)
 #define KILN_ALWAYS_INLINE inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_ALWAYS_INLINE inline
+#define KILN_NOINLINE
 #endif
 
 /* Rounds a dot-product depth up to whole groups of four. */

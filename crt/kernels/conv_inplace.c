@@ -79,11 +79,19 @@ typedef struct {
     kiln_context_t ctx;         /* the kernel's own scratch */
 } band_call_t;
 
-/* Shared checks; on success *copy_bytes is the copy area at the start of ctx. */
+/* The dims the kernel is called with: as given, or [1, H * W, 1, C] when flat. */
+typedef struct {
+    kiln_dims_t in;
+    kiln_dims_t out;
+} band_dims_t;
+
+/* Shared checks; on success *copy_bytes is the copy area at the start of ctx and
+ * *dims the (flattened) dims. */
 static int bands_valid(const kiln_band_params_t *band, const kiln_context_t *ctx,
                        const kiln_conv_params_t *params, const kiln_dims_t *input_dims,
                        const int8_t *input, const kiln_dims_t *filter_dims,
-                       const kiln_dims_t *output_dims, int8_t *output, int32_t *copy_bytes)
+                       const kiln_dims_t *output_dims, int8_t *output, int32_t *copy_bytes,
+                       band_dims_t *dims)
 {
     if (band == NULL || band->rows < 1 || ctx == NULL || params == NULL ||
         input_dims == NULL || filter_dims == NULL || output_dims == NULL || input == NULL ||
@@ -92,7 +100,20 @@ static int bands_valid(const kiln_band_params_t *band, const kiln_context_t *ctx
         params->dilation.h < 1 || params->padding.h < 0) {
         return 0;
     }
-    *copy_bytes = kiln_band_copy_bytes(band, params, input_dims, filter_dims->h, output_dims);
+    dims->in = *input_dims;
+    dims->out = *output_dims;
+    if (band->flat) {
+        if (filter_dims->h != 1 || filter_dims->w != 1 || params->stride.h != 1 ||
+            params->stride.w != 1 || params->padding.h != 0 || params->padding.w != 0 ||
+            input_dims->h != output_dims->h || input_dims->w != output_dims->w) {
+            return 0;
+        }
+        dims->in.h = input_dims->h * input_dims->w;
+        dims->in.w = 1;
+        dims->out.h = output_dims->h * output_dims->w;
+        dims->out.w = 1;
+    }
+    *copy_bytes = kiln_band_copy_bytes(band, params, &dims->in, filter_dims->h, &dims->out);
     if (*copy_bytes > 0 && (ctx->buf == NULL || ctx->size < *copy_bytes)) {
         return 0;
     }
@@ -137,15 +158,16 @@ kiln_status_t kiln_conv2d_banded_s8(const kiln_band_params_t *band, const kiln_c
                                     const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
+    band_dims_t d;
     if (!bands_valid(band, ctx, params, input_dims, input, filter_dims, output_dims, output,
-                     &copy_bytes)) {
+                     &copy_bytes, &d)) {
         return KILN_ERR_ARG;
     }
-    const int32_t count = kiln_band_count(band, output_dims->h);
+    const int32_t count = kiln_band_count(band, d.out.h);
     for (int32_t i = 0; i < count; ++i) {
         band_call_t c;
-        band_call(band, ctx, copy_bytes, params, input_dims, input, filter_dims->h,
-                  output_dims, output, i, &c);
+        band_call(band, ctx, copy_bytes, params, &d.in, input, filter_dims->h, &d.out, output,
+                  i, &c);
         const kiln_status_t status = kiln_conv2d_s8(&c.ctx, &c.params, quant, &c.in_dims, c.in,
                                                     filter_dims, filter, bias, &c.out_dims,
                                                     c.out);
@@ -166,15 +188,16 @@ kiln_status_t kiln_conv2d_1x1_banded_s8(const kiln_band_params_t *band,
                                         const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
+    band_dims_t d;
     if (!bands_valid(band, ctx, params, input_dims, input, filter_dims, output_dims, output,
-                     &copy_bytes)) {
+                     &copy_bytes, &d)) {
         return KILN_ERR_ARG;
     }
-    const int32_t count = kiln_band_count(band, output_dims->h);
+    const int32_t count = kiln_band_count(band, d.out.h);
     for (int32_t i = 0; i < count; ++i) {
         band_call_t c;
-        band_call(band, ctx, copy_bytes, params, input_dims, input, filter_dims->h,
-                  output_dims, output, i, &c);
+        band_call(band, ctx, copy_bytes, params, &d.in, input, filter_dims->h, &d.out, output,
+                  i, &c);
         const kiln_status_t status = kiln_conv2d_1x1_s8(&c.params, quant, &c.in_dims, c.in,
                                                         filter_dims, filter, bias, &c.out_dims,
                                                         c.out);
@@ -195,15 +218,16 @@ kiln_status_t kiln_conv2d_gemm_banded_s8(const kiln_band_params_t *band,
                                          const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
+    band_dims_t d;
     if (!bands_valid(band, ctx, params, input_dims, input, filter_dims, output_dims, output,
-                     &copy_bytes)) {
+                     &copy_bytes, &d)) {
         return KILN_ERR_ARG;
     }
-    const int32_t count = kiln_band_count(band, output_dims->h);
+    const int32_t count = kiln_band_count(band, d.out.h);
     for (int32_t i = 0; i < count; ++i) {
         band_call_t c;
-        band_call(band, ctx, copy_bytes, params, input_dims, input, filter_dims->h,
-                  output_dims, output, i, &c);
+        band_call(band, ctx, copy_bytes, params, &d.in, input, filter_dims->h, &d.out, output,
+                  i, &c);
         const kiln_status_t status = kiln_conv2d_gemm_s8(&c.ctx, &c.params, quant, &c.in_dims,
                                                          c.in, filter_dims, filter, bias,
                                                          &c.out_dims, c.out);
@@ -223,16 +247,17 @@ kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln
                                       const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
+    band_dims_t d;
     if (params == NULL || !bands_valid(band, ctx, &params->conv, input_dims, input, filter_dims,
-                                       output_dims, output, &copy_bytes)) {
+                                       output_dims, output, &copy_bytes, &d)) {
         return KILN_ERR_ARG;
     }
-    const int32_t count = kiln_band_count(band, output_dims->h);
+    const int32_t count = kiln_band_count(band, d.out.h);
     kiln_dwconv_params_t p = *params;
     for (int32_t i = 0; i < count; ++i) {
         band_call_t c;
-        band_call(band, ctx, copy_bytes, &params->conv, input_dims, input, filter_dims->h,
-                  output_dims, output, i, &c);
+        band_call(band, ctx, copy_bytes, &params->conv, &d.in, input, filter_dims->h, &d.out,
+                  output, i, &c);
         p.conv = c.params;
         const kiln_status_t status = kiln_dwconv2d_s8(&p, quant, &c.in_dims, c.in, filter_dims,
                                                       filter, bias, &c.out_dims, c.out);
@@ -253,16 +278,17 @@ kiln_status_t kiln_dwconv2d_3x3_banded_s8(const kiln_band_params_t *band,
                                           const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
+    band_dims_t d;
     if (params == NULL || !bands_valid(band, ctx, &params->conv, input_dims, input, filter_dims,
-                                       output_dims, output, &copy_bytes)) {
+                                       output_dims, output, &copy_bytes, &d)) {
         return KILN_ERR_ARG;
     }
-    const int32_t count = kiln_band_count(band, output_dims->h);
+    const int32_t count = kiln_band_count(band, d.out.h);
     kiln_dwconv_params_t p = *params;
     for (int32_t i = 0; i < count; ++i) {
         band_call_t c;
-        band_call(band, ctx, copy_bytes, &params->conv, input_dims, input, filter_dims->h,
-                  output_dims, output, i, &c);
+        band_call(band, ctx, copy_bytes, &params->conv, &d.in, input, filter_dims->h, &d.out,
+                  output, i, &c);
         p.conv = c.params;
         const kiln_status_t status = kiln_dwconv2d_3x3_s8(&c.ctx, &p, quant, &c.in_dims, c.in,
                                                           filter_dims, filter, bias,

@@ -35,6 +35,20 @@ int32_t kiln_dwconv2d_3x3_s8_get_buffer_size(const kiln_dims_t *input_dims)
     return input_dims == NULL ? 0 : input_dims->c;
 }
 
+/* Requantize a0..a3 into o[0..3] with q[0..3]; all four before the first
+ * store, which the compiler must assume may alias q. */
+#define DW_STORE4(o, q)                                                          \
+    do {                                                                         \
+        const int8_t y0_ = kiln_output_fast(a0, &(q)[0], out_off, act_min, act_max, full_range); \
+        const int8_t y1_ = kiln_output_fast(a1, &(q)[1], out_off, act_min, act_max, full_range); \
+        const int8_t y2_ = kiln_output_fast(a2, &(q)[2], out_off, act_min, act_max, full_range); \
+        const int8_t y3_ = kiln_output_fast(a3, &(q)[3], out_off, act_min, act_max, full_range); \
+        (o)[0] = y0_;                                                            \
+        (o)[1] = y1_;                                                            \
+        (o)[2] = y2_;                                                            \
+        (o)[3] = y3_;                                                            \
+    } while (0)
+
 /* The pixel loop; full_range is a constant in each instantiation. */
 static KILN_ALWAYS_INLINE void dw_pixels(const kiln_conv_params_t *p, const kiln_requant_fast_t *quant,
                                          const kiln_dims_t *input_dims, const int8_t *input,
@@ -56,6 +70,8 @@ static KILN_ALWAYS_INLINE void dw_pixels(const kiln_conv_params_t *p, const kiln
             const int32_t iy0 = oy * p->stride.h - p->padding.h;
             for (int32_t ox = 0; ox < output_dims->w; ++ox, out += in_c) {
                 const int32_t ix0 = ox * p->stride.w - p->padding.w;
+                const uint32_t *w = (const uint32_t *)filter;
+                /* The nine taps; those outside the image read `pad`. */
                 const int8_t *tap[9];
                 if (iy0 >= 0 && iy0 + 2 < in_h && ix0 >= 0 && ix0 + 2 < in_w) {
                     const int8_t *r0 = image + (size_t)iy0 * row_step + (size_t)ix0 * (size_t)in_c;
@@ -82,7 +98,6 @@ static KILN_ALWAYS_INLINE void dw_pixels(const kiln_conv_params_t *p, const kiln
                         }
                     }
                 }
-                const uint32_t *w = (const uint32_t *)filter;
                 for (int32_t c = 0; c < in_c; c += 4) {
                     int32_t a0 = bias[c];
                     int32_t a1 = bias[c + 1];
@@ -97,14 +112,7 @@ static KILN_ALWAYS_INLINE void dw_pixels(const kiln_conv_params_t *p, const kiln
                     DW_TAP(kiln_load_s8x4(tap[6] + c), w);
                     DW_TAP(kiln_load_s8x4(tap[7] + c), w);
                     DW_TAP(kiln_load_s8x4(tap[8] + c), w);
-                    out[c] = kiln_output_fast(a0, &quant[c], out_off, act_min, act_max,
-                                             full_range);
-                    out[c + 1] = kiln_output_fast(a1, &quant[c + 1], out_off, act_min, act_max,
-                                             full_range);
-                    out[c + 2] = kiln_output_fast(a2, &quant[c + 2], out_off, act_min, act_max,
-                                             full_range);
-                    out[c + 3] = kiln_output_fast(a3, &quant[c + 3], out_off, act_min, act_max,
-                                             full_range);
+                    DW_STORE4(out + c, quant + c);
                 }
             }
         }

@@ -21,30 +21,39 @@ int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_d
 }
 
 /* Four rows: w is the block (per group: A, B of row 0, then rows 1, 2, 3). */
+#define FC_GROUP_4ROWS()                                                         \
+    do {                                                                         \
+        uint32_t xa;                                                             \
+        uint32_t xb;                                                             \
+        uint32_t wa;                                                             \
+        uint32_t wb;                                                             \
+        KILN_LOAD_PAIR(xa, xb, col);                                             \
+        KILN_LOAD_PAIR(wa, wb, w);                                               \
+        a0 = kiln_smlad(wa, xa, a0);                                             \
+        a0 = kiln_smlad(wb, xb, a0);                                             \
+        KILN_LOAD_PAIR(wa, wb, w);                                               \
+        a1 = kiln_smlad(wa, xa, a1);                                             \
+        a1 = kiln_smlad(wb, xb, a1);                                             \
+        KILN_LOAD_PAIR(wa, wb, w);                                               \
+        a2 = kiln_smlad(wa, xa, a2);                                             \
+        a2 = kiln_smlad(wb, xb, a2);                                             \
+        KILN_LOAD_PAIR(wa, wb, w);                                               \
+        a3 = kiln_smlad(wa, xa, a3);                                             \
+        a3 = kiln_smlad(wb, xb, a3);                                             \
+    } while (0)
+
 static void dot_4rows(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[4])
 {
     int32_t a0 = acc[0];
     int32_t a1 = acc[1];
     int32_t a2 = acc[2];
     int32_t a3 = acc[3];
-    for (int32_t n = groups4; n > 0; --n) {
-        uint32_t xa;
-        uint32_t xb;
-        uint32_t wa;
-        uint32_t wb;
-        KILN_LOAD_PAIR(xa, xb, col);
-        KILN_LOAD_PAIR(wa, wb, w);
-        a0 = kiln_smlad(wa, xa, a0);
-        a0 = kiln_smlad(wb, xb, a0);
-        KILN_LOAD_PAIR(wa, wb, w);
-        a1 = kiln_smlad(wa, xa, a1);
-        a1 = kiln_smlad(wb, xb, a1);
-        KILN_LOAD_PAIR(wa, wb, w);
-        a2 = kiln_smlad(wa, xa, a2);
-        a2 = kiln_smlad(wb, xb, a2);
-        KILN_LOAD_PAIR(wa, wb, w);
-        a3 = kiln_smlad(wa, xa, a3);
-        a3 = kiln_smlad(wb, xb, a3);
+    for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
+        FC_GROUP_4ROWS();
+        FC_GROUP_4ROWS();
+    }
+    if (groups4 % 2 != 0) {
+        FC_GROUP_4ROWS();
     }
     acc[0] = a0;
     acc[1] = a1;

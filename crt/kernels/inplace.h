@@ -39,6 +39,8 @@ typedef struct {
     int32_t rows;       /* output rows per band, >= 1 (the last band may be shorter) */
     int32_t reverse;    /* 0: bands top to bottom; 1: bottom to top */
     int32_t copy;       /* 1: copy each band's input rows to scratch before computing it */
+    int32_t flat;       /* 1: see the image as H * W rows of one pixel, so a band is `rows`
+                         * pixels (1x1 filter, stride 1, no padding only) */
 } kiln_band_params_t;
 
 /* One band: output rows [out_row, out_row + out_rows) read input rows
@@ -59,7 +61,8 @@ int32_t kiln_band_count(const kiln_band_params_t *band, int32_t out_h);
 void kiln_band_rows(const kiln_band_params_t *band, const kiln_conv_params_t *params,
                     int32_t in_h, int32_t k_h, int32_t out_h, int32_t index, kiln_band_t *out);
 
-/* Bytes of the band input copy (0 unless band->copy), rounded up to 8. */
+/* Bytes of the band input copy (0 unless band->copy), rounded up to 8; dims as
+ * the kernel sees them (flat: [1, H * W, 1, C]). */
 int32_t kiln_band_copy_bytes(const kiln_band_params_t *band, const kiln_conv_params_t *params,
                              const kiln_dims_t *input_dims, int32_t k_h,
                              const kiln_dims_t *output_dims);

@@ -82,9 +82,10 @@ def _geometry(ctx: LowerCtx, in_hw: tuple[int, int], k_hw: tuple[int, int],
 # --- variants --------------------------------------------------------------------------
 #
 # The kernel of a layer and its scratch come from one function per op, given the layer's
-# shape and the target's CPU features; `knobs` picks a candidate
-# explicitly (a tuner enumerates them with `candidates`), None takes the default. The C
-# twins of the scratch sizes are the kernels' _get_buffer_size functions (tests pin them).
+# shape and the target's CPU features; `knobs` picks a candidate explicitly (a tuner
+# enumerates them with `candidates`), None takes the default, the first candidate. The
+# C twins of the scratch sizes are the kernels' _get_buffer_size functions (tests pin
+# them).
 
 @dataclass(frozen=True)
 class LayerShape:
@@ -153,8 +154,8 @@ def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None)
     k = _pick("CONV_2D", shape, target, knobs)
     _, kh, kw, fc = shape.filter
     if k["variant"] == "gemm":
-        depth4 = _round_up4(kh * kw * fc)
-        return Variant("kiln_conv2d_gemm_s8", k, 4 * depth4 + (depth4 if fc % 4 else 0))
+        row4 = _round_up4(kw * fc)            # a kernel row, padded to whole words
+        return Variant("kiln_conv2d_gemm_s8", k, 4 * kh * row4 + row4)
     if k["variant"] == "1x1":
         return Variant("kiln_conv2d_1x1_s8", k, 0)
     return Variant("kiln_conv2d_s8", k, kh * kw * fc)
@@ -242,8 +243,12 @@ def _blocked(words: np.ndarray, block: int, pair_major: bool) -> np.ndarray:
 
 
 def pack_conv2d_filter(weights: np.ndarray) -> np.ndarray:
-    """OHWI int8 → kiln_conv2d_gemm_s8's packed int32 words."""
-    return _blocked(_pair_words(weights.reshape(weights.shape[0], -1).astype(np.int64)), 2, True)
+    """OHWI int8 → kiln_conv2d_gemm_s8's packed int32 words (each kernel row of KW * C
+    values zero-padded to whole words)."""
+    o, kh, kw, c = weights.shape
+    rows = np.zeros((o, kh, _round_up4(kw * c)), dtype=np.int64)
+    rows[:, :, :kw * c] = weights.reshape(o, kh, kw * c)
+    return _blocked(_pair_words(rows.reshape(o, -1)), 2, True)
 
 
 def pack_fc_filter(weights: np.ndarray, filter_offset: int) -> np.ndarray:

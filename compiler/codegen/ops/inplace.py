@@ -1,0 +1,203 @@
+"""Overlap rules: how far a layer's output may overlap the input it reads for the last time.
+
+The memory planner (kiln.compiler.memory_plan) lets an output share bytes with its
+input when the offset difference `delta = output.offset - input.offset` is one the
+layer's kernel allows. Each rule here is declared per kernel (the C kernel's name, as
+`LayerCode.kernel`), and says which deltas are safe, in which order the kernel must run
+and what extra scratch it needs:
+
+- banded (CONV_2D, DEPTHWISE_CONV_2D, all variants; crt/kernels/inplace.h): the layer runs
+  as bands of output rows, each one call of the ordinary kernel on the band's input rows.
+  Top to bottom the output may start before the input (delta <= `forward_max`); bottom to
+  top it may end after it (delta >= `backward_min`). With `copy` each band's input is first
+  copied to scratch, so a band may overwrite its own input: a 1x1 convolution with equal
+  channels then runs exactly in place. Bands cost a kernel call each (and the copy), so
+  these overlaps cost cycles.
+- exact (ADD, SUB, MUL, MAXIMUM, MINIMUM, the LUT activations): element i of the output
+  depends only on element i of each same-shape input, read before it is written (see the
+  loops in crt/kernels/elementwise.c and activation.c), so the output may sit exactly on
+  such an input (delta = 0). Free.
+
+`band_rows` is the Python twin of kiln_band_rows (crt/kernels/conv_inplace.c): the bounds
+come from the same band geometry the C runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from ...ir import Graph, Op
+from ..lowering import LayerCode, LowerCtx
+from .conv import _geometry
+
+BANDED_KERNELS = {
+    "kiln_conv2d_s8": "kiln_conv2d_banded_s8",
+    "kiln_conv2d_1x1_s8": "kiln_conv2d_1x1_banded_s8",
+    "kiln_conv2d_gemm_s8": "kiln_conv2d_gemm_banded_s8",
+    "kiln_dwconv2d_s8": "kiln_dwconv2d_banded_s8",
+    "kiln_dwconv2d_3x3_s8": "kiln_dwconv2d_3x3_banded_s8",
+}
+
+# Kernels whose output may sit exactly on a same-shape input (element i from element i).
+EXACT_KERNELS = {"kiln_add_s8", "kiln_sub_s8", "kiln_add_lut_s8", "kiln_mul_s8",
+                 "kiln_maximum_s8", "kiln_minimum_s8", "kiln_lut_s8"}
+
+
+@dataclass(frozen=True)
+class Band:
+    out_row: int
+    out_rows: int
+    in_row: int
+    in_rows: int
+    pad_top: int
+
+
+def band_rows(rows: int, in_h: int, k_h: int, out_h: int, stride: int, pad_top: int,
+              dilation: int) -> list[Band]:
+    """Every band top to bottom (twin of kiln_band_rows)."""
+    bands = []
+    for r0 in range(0, out_h, rows):
+        r1 = min(out_h, r0 + rows)
+        origin = r0 * stride - pad_top
+        last = (r1 - 1) * stride - pad_top + (k_h - 1) * dilation + 1
+        lo, hi = max(origin, 0), min(last, in_h)
+        if hi <= lo:
+            lo = min(lo, in_h - 1)
+            hi = lo + 1
+        bands.append(Band(r0, r1 - r0, lo, hi - lo, lo - origin))
+    return bands
+
+
+@dataclass(frozen=True)
+class OverlapMode:
+    """One way a layer may overlap its output with input `input_id`."""
+
+    name: str                       # "exact", "banded", "banded_copy"
+    input_id: int                   # the tensor the output may overlap
+    forward_max: int | None         # delta <= this is safe (top to bottom / exact)
+    backward_min: int | None        # delta >= this is safe (bottom to top)
+    extra_scratch: int = 0          # scratch bytes on top of the kernel's own
+    costs_cycles: bool = True
+    rows: int = 0                   # banded: output rows (flat: pixels) per band
+    copy: bool = False
+    flat: bool = False              # banded: bands of pixels (1x1 stride-1 convolutions)
+    cost: float = 0.0               # rough extra cycles: kernel calls, copied bytes / 64
+
+    @property
+    def allowed(self) -> tuple[tuple[int | None, int | None], ...]:
+        if self.name == "exact":
+            return ((0, 0),)
+        return ((None, self.forward_max), (self.backward_min, None))
+
+    def describe(self) -> str:
+        if self.name == "exact":
+            return "exactly in place"
+        unit = "pixel" if self.flat else "row"
+        return (f"{self.rows}-{unit} bands{' with input copy' if self.copy else ''}: "
+                f"forward if delta <= {self.forward_max}, backward if delta >= {self.backward_min}")
+
+
+# Band sizes tried per layer: smaller bands overlap more, larger ones cost fewer calls.
+_BAND_ROWS = (1, 2, 4)
+_BAND_PIXELS = (2, 4, 8, 16, 32)
+# Kernels that compute output pixels in pairs: an odd band wastes half a pair.
+_PAIRED_KERNELS = {"kiln_conv2d_gemm_s8"}
+
+
+def _banded_modes(graph: Graph, op: Op, layer: int, code: LayerCode) -> list[OverlapMode]:
+    ctx = LowerCtx(graph=graph, op=op, layer=layer)
+    x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
+    if x is None or w is None or len(x.shape) != 4 or x.shape[0] != 1 or y.shape[0] != 1:
+        return []
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    flat = (w.shape[1] == w.shape[2] == 1 and g.stride == (1, 1) and g.padding == (0, 0)
+            and tuple(x.shape[1:3]) == tuple(y.shape[1:3]))
+    if flat:        # H * W rows of one pixel
+        in_h, out_h = x.shape[1] * x.shape[2], y.shape[1] * y.shape[2]
+        k_h, stride, pad, dil = 1, 1, 0, 1
+        ri, ro, sizes = x.shape[3], y.shape[3], _BAND_PIXELS
+    else:
+        in_h, out_h, k_h = x.shape[1], y.shape[1], w.shape[1]
+        stride, pad, dil = g.stride[0], g.padding[0], g.dilation[0]
+        ri, ro = x.shape[2] * x.shape[3], y.shape[2] * y.shape[3]
+        sizes = _BAND_ROWS
+        if code.kernel in _PAIRED_KERNELS:
+            sizes = tuple(r for r in sizes if r * y.shape[2] % 2 == 0) or sizes
+    modes = []
+    for rows in sizes:
+        if rows >= out_h:
+            continue
+        bands = band_rows(rows, in_h, k_h, out_h, stride, pad, dil)
+        ends = [b.in_row + b.in_rows for b in bands]
+        fwd = min(b.in_row * ri - (b.out_row + b.out_rows) * ro for b in bands)
+        bwd = max(e * ri - b.out_row * ro for b, e in zip(bands, ends))
+        modes.append(OverlapMode("banded", x.id, fwd, bwd, rows=rows, flat=flat,
+                                 cost=len(bands)))
+        # With a copy, band b only has to spare the rows of the bands after (before) it.
+        nxt = [b.in_row for b in bands[1:]] + [in_h]
+        prev = [0] + ends[:-1]
+        fwd_c = min(n * ri - (b.out_row + b.out_rows) * ro for b, n in zip(bands, nxt))
+        bwd_c = max(p * ri - b.out_row * ro for b, p in zip(bands, prev))
+        if fwd_c > fwd or bwd_c < bwd:
+            copied = sum(b.in_rows for b in bands) * ri
+            modes.append(OverlapMode("banded_copy", x.id, fwd_c, bwd_c,
+                                     extra_scratch=_align8(max(b.in_rows for b in bands) * ri),
+                                     rows=rows, copy=True, flat=flat,
+                                     cost=len(bands) + copied / 64))
+    return modes
+
+
+def _align8(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
+def _exact_modes(graph: Graph, op: Op) -> list[OverlapMode]:
+    y = graph.tensor(op.outputs[0])
+    modes = []
+    for tid in dict.fromkeys(t for t in op.inputs if t >= 0):
+        x = graph.tensor(tid)
+        if not x.is_const and tuple(x.shape) == tuple(y.shape) and x.nbytes == y.nbytes:
+            modes.append(OverlapMode("exact", tid, 0, 0, costs_cycles=False))
+    return modes
+
+
+def overlap_modes(graph: Graph, op: Op, layer: int, code: LayerCode) -> list[OverlapMode]:
+    """Every declared way this lowered layer may overlap its output with an input."""
+    if len(op.outputs) != 1:
+        return []
+    if code.kernel in BANDED_KERNELS and _banded_call(code) is not None:
+        return _banded_modes(graph, op, layer, code)
+    if code.kernel in EXACT_KERNELS:
+        return _exact_modes(graph, op)
+    return []
+
+
+_CTX_LINE = re.compile(r"^const kiln_context_t ctx = \{scratch, (\d+)\};\n", re.M)
+
+
+def _banded_call(code: LayerCode) -> re.Match | None:
+    return re.search(rf"return {code.kernel}\((&ctx, )?", code.body)
+
+
+def banded_code(code: LayerCode, mode: OverlapMode, reverse: bool) -> LayerCode:
+    """The layer's code rewritten to call the banded twin of its kernel."""
+    assert mode.name.startswith("banded"), (code.kernel, mode)
+    kernel = BANDED_KERNELS[code.kernel]
+    scratch = code.scratch_bytes + mode.extra_scratch
+    body = _CTX_LINE.sub("", code.body)
+    call = re.search(rf"return {code.kernel}\((&ctx, )?", body)
+    assert call is not None, code.body
+    pad = " " * len(f"return {kernel}(")
+    head = (f"static const kiln_band_params_t bands = {{.rows = {mode.rows}, "
+            f".reverse = {int(reverse)}, .copy = {int(mode.copy)}, .flat = {int(mode.flat)}}};\n"
+            f"const kiln_context_t band_ctx = {{{'scratch' if scratch else 'NULL'}, {scratch}}};\n"
+            f"return {kernel}(&bands, &band_ctx,\n{pad}")
+    body = body[:call.start()] + head + body[call.end():].replace("\n" + " " * len(
+        f"return {code.kernel}("), "\n" + pad)
+    order = "bottom to top" if reverse else "top to bottom"
+    unit = "pixel" if mode.flat else "row"
+    summary = (f"{code.summary}; writes over its input: {kernel}, {mode.rows}-{unit} bands "
+               f"{order}{', each copied to scratch first' if mode.copy else ''}")
+    # `kernel` stays the variant (kiln.json, tuning); the body calls its banded twin.
+    return replace(code, body=body, scratch_bytes=scratch, summary=summary)

@@ -1,0 +1,218 @@
+"""`kiln profile` and the host-driven side of `kiln run`: a cached host-driven project
+per (model, board), launched on QEMU or the host, or reached on a real board by --port.
+
+    kiln profile MODEL|DIR --board B [--port URL] [--json F] [--repeat N]
+    kiln run MODEL --board B --port URL ...   (cmd_run_rpc; see add_parsers)
+
+Handlers take the parsed args and return an exit code; a KilnError becomes one line
+and exit code 2 in kiln.compiler.cli.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kiln.compiler.errors import InputError
+from kiln.compiler.paths import crt_dir, templates_dir
+
+from .project import MANIFEST, Project, create_project, kiln_version
+from .qemu import ticks_to_instructions
+from .session import Profile, Session
+
+
+def add_port_arguments(p: argparse.ArgumentParser) -> None:
+    """--port / --chardev / --timeout, shared by `kiln run` and `kiln profile`."""
+    p.add_argument("--port", metavar="URL",
+                   help="a flashed board's serial port (pyserial URL: /dev/ttyACM0, "
+                        "socket://HOST:PORT, …) instead of launching QEMU or the host build")
+    p.add_argument("--chardev", choices=("pipe", "socket"), default="pipe",
+                   help="QEMU serial link: stdio pipe (faster) or TCP socket")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds a run may take on the device (default 60)")
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("profile", help="per-layer cycles of a model on a board, over RPC")
+    p.add_argument("model", help="a .tflite model, or a host-driven project directory")
+    p.add_argument("--board", "-b", default="host", help="board name (see `kiln boards`)")
+    p.add_argument("--json", metavar="F", help="also write the profile as JSON")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="timed whole-model runs to compare the layer sum against")
+    add_port_arguments(p)
+    p.set_defaults(handler=cmd_profile)
+    # `kiln run` is the CLI's own parser; give it the link options it lacks.
+    run = subparsers.choices.get("run")
+    if run is not None and not any("--port" in a.option_strings for a in run._actions):
+        add_port_arguments(run)
+
+
+# -- the cached project ----------------------------------------------------------------
+
+def _sources_digest() -> str:
+    """Digest of kiln's C runtime and templates: a cached project is stale when they change."""
+    h = hashlib.sha256(kiln_version().encode())
+    for root in (crt_dir(), templates_dir()):
+        for f in sorted(root.rglob("*")):
+            if f.is_file() and f.suffix in (".c", ".h", ".j2", ".ld", ".S"):
+                h.update(str(f.relative_to(root)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kiln" / "projects"
+
+
+def host_driven_project(target: str | Path, board: str, cache: Path | None = None) -> Project:
+    """A host-driven project for `target`: the project DIR itself, or for a model file a
+    project cached under ~/.cache/kiln/projects keyed by model, board and kiln sources."""
+    target = Path(target)
+    if target.is_dir():
+        if not (target / MANIFEST).exists():
+            raise InputError(f"{target} is a directory but not a kiln project")
+        project = Project.open(target)
+        if project.mode != "host-driven":
+            raise InputError(f"{target} is a standalone project; profiling needs a host-driven "
+                             f"one (kiln project create … --mode host-driven)")
+        return project
+    if not target.is_file():
+        raise InputError(f"{target}: no such model file or project directory")
+    model_hash = hashlib.sha256(target.read_bytes()).hexdigest()[:16]
+    out = (cache or cache_root()) / f"{target.stem}-{model_hash}-{board}-{_sources_digest()}"
+    if (out / MANIFEST).exists():
+        return Project.open(out)
+    return create_project(str(target), board=board, out_dir=out, mode="host-driven", force=True)
+
+
+def connect(project: Project, args: argparse.Namespace) -> Session:
+    from .rpc_client import RpcOptions
+
+    timeout = getattr(args, "timeout", None) or 60.0
+    return project.connect(port=getattr(args, "port", None),
+                           chardev=getattr(args, "chardev", "pipe"),
+                           options=RpcOptions(command_timeout=timeout))
+
+
+# -- kiln profile ------------------------------------------------------------------------
+
+@dataclass
+class LayerRow:
+    index: int
+    op: str
+    kernel: str
+    output_shape: list[int]
+    macs: int
+    cycles: int
+    ticks: int
+    percent: float
+    macs_per_cycle: float
+
+
+def _cycles(project: Project, ticks: int, tick_hz: int, port: str | None) -> int:
+    """Device ticks as the figure kiln reports: instructions on QEMU (-icount), cycles on a
+    board (DWT/SysTick at the core clock), nanoseconds on the host."""
+    if project.board.runs_on == "qemu" and port is None:
+        return ticks_to_instructions(ticks, tick_hz)
+    return ticks
+
+
+def cycles_unit(project: Project, port: str | None) -> str:
+    if project.board.runs_on == "qemu" and port is None:
+        return "instructions"
+    return "ns" if project.board.is_host else "cycles"
+
+
+def profile_rows(project: Project, prof: Profile, port: str | None) -> list[LayerRow]:
+    ops = project.manifest.get("ops", [])
+    shapes = {t["id"]: t["shape"] for t in project.manifest.get("tensors", [])}
+    total = sum(layer.ticks for layer in prof.layers) or 1
+    rows = []
+    for layer in prof.layers:
+        op = ops[layer.index] if layer.index < len(ops) else {}
+        cycles = _cycles(project, layer.ticks, prof.tick_hz, port)
+        macs = int(op.get("macs", 0))
+        out_ids = op.get("outputs") or []
+        rows.append(LayerRow(layer.index, op.get("type", layer.name), op.get("kernel", ""),
+                             list(shapes.get(out_ids[0], [])) if out_ids else [], macs, cycles,
+                             layer.ticks, 100.0 * layer.ticks / total,
+                             macs / cycles if cycles else 0.0))
+    return rows
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    project = host_driven_project(args.model, args.board)
+    port = getattr(args, "port", None)
+    unit = cycles_unit(project, port)
+    with connect(project, args) as session:
+        timing = session.time(repeat=max(1, args.repeat), warmup=1)
+        prof = session.profile(warmup=0)
+    rows = profile_rows(project, prof, port)
+    layer_sum = sum(r.cycles for r in rows)
+    whole = _cycles(project, round(timing.mean_ticks), timing.tick_hz, port)
+    total_macs = sum(r.macs for r in rows)
+    print(f"{'#':>3} {'op':<18} {'kernel':<28} {'output':<16} {'MACs':>11} {unit:>13} "
+          f"{'%':>6} {'MACs/' + unit[:5]:>10}")
+    for r in rows:
+        print(f"{r.index:>3} {r.op:<18} {r.kernel[:28]:<28} {str(r.output_shape):<16} "
+              f"{r.macs:>11,} {r.cycles:>13,} {r.percent:>6.1f} {r.macs_per_cycle:>10.3f}")
+    diff = 100.0 * (layer_sum - whole) / whole if whole else 0.0
+    print(f"layers {layer_sum:,} {unit}; whole model {whole:,} {unit} (mean of {timing.repeat}); "
+          f"layer sum {diff:+.2f}% of whole; {total_macs:,} MACs, "
+          f"{total_macs / whole if whole else 0:.3f} MACs per {unit[:-1] if unit.endswith('s') else unit}")
+    if args.json:
+        doc: dict[str, Any] = {
+            "model": project.model_name, "board": project.board.name, "unit": unit,
+            "tick_hz": prof.tick_hz, "total_cycles": layer_sum, "whole_model_cycles": whole,
+            "whole_model_repeat": timing.repeat, "layer_sum_vs_whole_percent": round(diff, 3),
+            "total_macs": total_macs, "layers": [asdict(r) for r in rows],
+        }
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+# -- kiln run over RPC -------------------------------------------------------------------
+
+def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Namespace
+            ) -> tuple[list[np.ndarray], int, int]:
+    """Upload, run once, download: (outputs, ticks, tick_hz)."""
+    from .inputs import random_inputs
+
+    xs = inputs if inputs is not None else random_inputs(project.input_specs)
+    with connect(project, args) as session:
+        outputs = session.run(xs, timeout=getattr(args, "timeout", None))
+        return outputs, session.last_run_ticks or 0, session.device.tick_hz
+
+
+def cmd_run_rpc(args: argparse.Namespace) -> int:
+    """`kiln run MODEL|DIR --board B [--port URL]` through a (cached) host-driven project."""
+    project = host_driven_project(args.model, args.board)
+    inputs = None
+    if getattr(args, "input", None):
+        try:
+            inputs = [np.load(p, allow_pickle=False) for p in args.input]
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read input: {exc}") from None
+    port = getattr(args, "port", None)
+    outputs, ticks, tick_hz = run_rpc(project, inputs, args)
+    for i, y in enumerate(outputs):
+        flat = y.reshape(-1)
+        more = f" ... ({flat.size} values)" if flat.size > 16 else ""
+        print(f"output {i} {list(y.shape)} {y.dtype}: "
+              f"{np.array2string(flat[:16], separator=' ', max_line_width=200)}{more}")
+    unit = cycles_unit(project, port)
+    print(f"{_cycles(project, ticks, tick_hz, port):,} {unit} per inference on "
+          f"{project.board.name}{' at ' + port if port else ''}")
+    if getattr(args, "output", None):
+        np.savez(args.output, **{f"output_{i}": y for i, y in enumerate(outputs)})
+        print(f"wrote {args.output}")
+    return 0
