@@ -135,13 +135,29 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """`kiln run`: a model on the host library; a project DIR or another board via project_gen."""
+    """`kiln run`: where the model runs decides who runs it.
+
+    - a model on the host board: the host shared library (cffi), the fastest path;
+    - a project directory: the project as it was created (standalone or host-driven);
+    - a model on any other board, or with --port: a cached host-driven project over RPC.
+    """
     from pathlib import Path as _Path
 
-    if _Path(args.model).is_dir() or args.board != "host" or getattr(args, "port", None):
-        from kiln.project_gen import cli_commands
+    from kiln.project_gen import cli_commands, rpc_cli
 
+    target = _Path(args.model)
+    if target.is_dir():
+        from kiln.project_gen.project import Project
+
+        project = Project.open(target)
+        if project.mode == "host-driven":
+            return rpc_cli.cmd_run_rpc(args)
         return cli_commands.cmd_run(args)
+    if args.board != "host" or getattr(args, "port", None):
+        if getattr(args, "calibration", None):
+            raise InputError("--calibration with --board: quantize first (kiln quantize), "
+                             "then run the int8 model")
+        return rpc_cli.cmd_run_rpc(args)
     return cmd_run_host(args)
 
 

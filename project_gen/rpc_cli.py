@@ -48,10 +48,6 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="timed whole-model runs to compare the layer sum against")
     add_port_arguments(p)
     p.set_defaults(handler=cmd_profile)
-    # `kiln run` is the CLI's own parser; give it the link options it lacks.
-    run = subparsers.choices.get("run")
-    if run is not None and not any("--port" in a.option_strings for a in run._actions):
-        add_port_arguments(run)
 
 
 # -- the cached project ----------------------------------------------------------------

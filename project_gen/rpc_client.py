@@ -261,24 +261,28 @@ class RpcClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            try:
-                data = self.transport.read(min(remaining, 0.5))
-            except TransportError as exc:
-                noise = self._decoder.unframed(48)
-                if self._any_valid_frame or not noise:
-                    raise
-                raise DeviceError(
-                    f"no kiln RPC server on {self.transport.name}: it sent {noise!r}… and closed "
-                    f"the line ({exc}); a standalone build or other firmware?") from exc
+            data = self._read(min(remaining, 0.5))
             if data:
                 self._events.extend(self._decoder.feed(data))
         return self._events.popleft()
+
+    def _read(self, timeout: float) -> bytes:
+        """transport.read, naming a device that printed something else and hung up."""
+        try:
+            return self.transport.read(timeout)
+        except TransportError as exc:
+            noise = self._decoder.unframed(48)
+            if self._any_valid_frame or not noise:
+                raise
+            raise DeviceError(
+                f"no kiln RPC server on {self.transport.name}: it sent {noise!r}… and closed "
+                f"the line ({exc}); a standalone build or other firmware?") from exc
 
     def drain(self, quiet: float = 0.05, limit: float = 1.0) -> None:
         """Discard what arrives until the line has been quiet for `quiet` s (at most `limit` s)."""
         end = time.monotonic() + limit
         while time.monotonic() < end:
-            data = self.transport.read(quiet)
+            data = self._read(quiet)
             if not data:
                 break
             self._decoder.feed(data)

@@ -25,10 +25,10 @@ import numpy as np
 
 from kiln.compiler.errors import DeviceError, InputError
 
+from .inputs import TensorSpec, split_samples
 from .rpc_client import (
     DeviceInfo, NoisyLinkError, RpcClient, RpcOptions, RpcStatusError, Timing, VariantInfo,
 )
-from .inputs import TensorSpec, split_samples
 from .rpc_frame import Status
 from .transport import Transport
 

@@ -193,6 +193,10 @@ class SubprocessTransport(Transport):
     def read(self, timeout: float) -> bytes:
         data = self._out.take(timeout)
         if not data and self._out.eof:
+            try:
+                self._proc.wait(timeout=1.0)  # so that failure() can name the exit status
+            except subprocess.TimeoutExpired:
+                pass
             raise TransportError(f"{self.name} closed its serial line: {self.failure() or 'end of output'}")
         return data
 

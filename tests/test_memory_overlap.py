@@ -325,6 +325,7 @@ def test_models_below_the_bound_and_identical_to_tflm(name):
     speed = kc.compile(g, optimize="speed")
     assert speed.report["arena_bytes"] == SPEED_ARENA[name]      # the plan before overlaps
     assert speed.report["overlaps"] == []
+    assert "#define KILN_INPUTS_OVERWRITTEN 0" in speed.files["model.h"]
     rng = np.random.default_rng(21)
     xs = [rng.integers(-128, 128, size=i["shape"]).astype(np.int8) for i in speed.report["inputs"]]
     want = run_reference(path.read_bytes(), xs)
@@ -335,6 +336,9 @@ def test_models_below_the_bound_and_identical_to_tflm(name):
         assert r["arena_bytes"] <= TARGETS.get(name, SPEED_ARENA[name]), (opt, r["arena_bytes"])
         assert r["arena_bound_without_overlaps_bytes"] >= r["arena_bytes"]
         assert 0 <= r["peak_layer"] < len(r["ops"])
+        names = {art.graph.tensor(art.graph.storage_root(t)).c_name for t in art.graph.inputs}
+        overwritten = any(o["input"] in names for o in r["overlaps"])
+        assert f"#define KILN_INPUTS_OVERWRITTEN {int(overwritten)}" in art.files["model.h"]
         for got, w, p in zip(art.run(*xs), want, plain):
             assert_equal_exact(got, w, f"{name} {opt} vs TFLM")
             assert_equal_exact(got, p, f"{name} {opt} vs the no-overlap build")
@@ -393,3 +397,30 @@ def test_banded_kernels_cross_compile(cpu: str, tmp_path: Path):
     subprocess.run([gcc, f"-mcpu={cpu}", "-mthumb", *fpu, "-std=c99", "-O2", "-Wall", "-Wextra",
                     "-Werror", "-c", str(src), "-o", str(tmp_path / "conv_inplace.o")],
                    check=True, capture_output=True, text=True)
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["kws_ref_model", "vww_96_int8"])
+def test_balanced_build_within_5_percent_of_speed_on_qemu(name, tmp_path: Path):
+    """The overlaps balanced mode takes cost at most 5% more instructions on QEMU
+    mps2-an386 (Cortex-M4, SIMD kernels) than the speed build, with the same outputs."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+
+    g = kc.load(model_path(name))
+    results = {}
+    for opt in ("speed", "balanced"):
+        art = kc.compile(g, board="mps2-an386", optimize=opt)
+        x = np.random.default_rng(0).integers(-128, 128, size=art.report["inputs"][0]["shape"])
+        p = create_project(art, board="mps2-an386", out_dir=tmp_path / opt, mode="standalone")
+        p.build()
+        r = p.run(x.astype(np.int8))
+        results[opt] = (r.instructions, r.outputs, art.report["arena_bytes"])
+    (speed, speed_out, speed_arena), (bal, bal_out, bal_arena) = results["speed"], results["balanced"]
+    assert bal_arena <= TARGETS[name] < speed_arena
+    assert bal <= 1.05 * speed, (bal, speed)
+    for a, b in zip(bal_out, speed_out):
+        assert_equal_exact(np.asarray(a), np.asarray(b), f"{name} balanced vs speed on QEMU")

@@ -66,7 +66,6 @@ def run_mixed_commands(session: Session, n: int, seed: int) -> tuple[int, list[s
     return ok, errors
 
 
-@pytest.mark.slow
 def test_1000_commands_at_one_percent_faults(firmware):
     ins, outs = fixture_specs(IN0)
     inner = SubprocessTransport([firmware])

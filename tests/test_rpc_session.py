@@ -291,3 +291,25 @@ def test_host_board_platform(tmp_path):
             got = s.run([x0, x1])
             np.testing.assert_array_equal(got[0], expected_outputs(x0, x1)[0])
         assert s.profile().total_ticks > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant",
+                                   "ad01_int8"])
+def test_mlperf_over_rpc_on_host_board(tmp_path, model):
+    """The host board's host-driven firmware (crt/platform/posix.c) equals tflite-micro."""
+    from conftest import model_path
+    from reference import run_reference
+
+    from kiln.project_gen.inputs import random_inputs as specs_random
+    from kiln.project_gen.project import create_project
+
+    path = model_path(model)
+    project = create_project(path, board="host", out_dir=tmp_path / "p", mode="host-driven")
+    xs = specs_random(project.input_specs, seed=5)
+    with project.connect() as s:
+        got = s.run(xs)
+        assert len(s.profile().layers) == len(project.manifest["ops"])
+    for i, (g, w) in enumerate(zip(got, run_reference(path.read_bytes(), xs))):
+        diff = np.flatnonzero(g.reshape(-1) != w.reshape(-1))
+        assert diff.size == 0, f"output {i} differs at {diff[:20].tolist()}"

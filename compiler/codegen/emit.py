@@ -80,6 +80,11 @@ def _io_macros(graph: Graph, plan_offsets: dict[int, int], prefix: str, ids: lis
     return lines
 
 
+def _inputs_overwritten(graph: Graph, plan: Plan) -> bool:
+    inputs = {graph.tensor(graph.storage_root(t)).c_name for t in graph.inputs}
+    return any(o.input in inputs for o, _ in plan.shared())
+
+
 def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, version: str) -> str:
     out = [f"/* model.h - entry points of the compiled model {graph.name}.",
            f" * {_VERSION_LINE.format(version=version)} */",
@@ -90,7 +95,11 @@ def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, ve
            "#define KILN_ARENA_ALIGN 16",
            f"#define KILN_NUM_INPUTS {len(graph.inputs)}",
            f"#define KILN_NUM_OUTPUTS {len(graph.outputs)}",
-           f"#define KILN_NUM_LAYERS {n_layers}", ""]
+           f"#define KILN_NUM_LAYERS {n_layers}",
+           "/* 1 when a layer writes over a model input in the arena (memory plan overlaps):",
+           " * an input left in the arena (a NULL entry for kiln_run) must then be written",
+           " * again before each run. */",
+           f"#define KILN_INPUTS_OVERWRITTEN {int(_inputs_overwritten(graph, plan))}", ""]
     out += _io_macros(graph, offsets, "INPUT", graph.inputs)
     out.append("")
     out += _io_macros(graph, offsets, "OUTPUT", graph.outputs)

@@ -1,7 +1,10 @@
 /*
  * posix.c - the platform hooks for the host board: stdio is the serial line.
  *
- * getc polls stdin without blocking (the contract of platform.h); ticks are
+ * getc waits at most 10 ms for a byte: platform.h asks for a prompt -1 when
+ * nothing is waiting, and a short poll keeps an idle host-board firmware from
+ * spinning a core at 100% while still answering within milliseconds. At the
+ * end of stdin (the host closed the line) the firmware exits. Ticks are
  * CLOCK_MONOTONIC nanoseconds.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -24,17 +27,26 @@ void kiln_platform_init(void)
 void kiln_platform_putc(uint8_t byte)
 {
     putchar(byte);
+    /* Flush at the end of a line or an RPC frame (0x00 delimits COBS frames), so
+     * an acknowledgement is not held back while a long command runs. */
+    if (byte == 0x00 || byte == '\n') {
+        fflush(stdout);
+    }
 }
 
 int kiln_platform_getc(void)
 {
     fflush(stdout);
     struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN, .revents = 0};
-    if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLIN | POLLHUP))) {
+    if (poll(&pfd, 1, 10) <= 0 || !(pfd.revents & (POLLIN | POLLHUP))) {
         return -1;
     }
     unsigned char byte;
-    if (read(STDIN_FILENO, &byte, 1) != 1) {
+    const ssize_t n = read(STDIN_FILENO, &byte, 1);
+    if (n == 0) {
+        kiln_platform_exit(0); /* end of input: nobody can talk to us any more */
+    }
+    if (n != 1) {
         return -1;
     }
     return byte;

@@ -677,13 +677,15 @@ size_t kiln_rpc_server_handle(kiln_rpc_server_t *s, const uint8_t *body, size_t 
 {
     const uint8_t cmd = body[0];
     const uint16_t seq = kiln_rd16(body + 1);
-    const size_t len = n - KILN_RPC_HEADER_BYTES - KILN_RPC_CRC_BYTES;
+    const size_t len = n >= 7u ? n - KILN_RPC_HEADER_BYTES - KILN_RPC_CRC_BYTES : 0u;
     uint8_t *payload = s->tx_buf + KILN_RPC_HEADER_BYTES;
     uint8_t *end;
     int status;
     *exit_after = 0;
-    if (cmd & KILN_RPC_RESPONSE_BIT) {
-        return 0; /* a response or device frame (an echoing line): not for us */
+    if (n < KILN_RPC_HEADER_BYTES + KILN_RPC_CRC_BYTES || n > KILN_RPC_BODY_MAX ||
+        (cmd & KILN_RPC_RESPONSE_BIT)) {
+        return 0; /* not a body the receiver accepted, or a response / device frame
+                   * (an echoing line): not for us */
     }
     if (kiln_rpc_is_long(cmd) && s->session) {
         kiln_rpc_send_small(KILN_RPC_FRAME_ACK, seq, cmd);

@@ -49,7 +49,8 @@ void kiln_rpc_server_announce(kiln_rpc_server_t *s);
  * frame). Returns a kiln_rpc_serve_status_t. */
 int kiln_rpc_server_push(kiln_rpc_server_t *s, uint8_t byte);
 
-/* Handle one valid request body (header + payload + CRC, as decoded) and build
+/* Handle one valid request body (header + payload + CRC, as kiln_rpc_rx_push
+ * accepted it: 7 <= n <= KILN_RPC_BODY_MAX, len field consistent) and build
  * the response body in s->tx_buf; returns its length, or 0 for a frame that
  * gets no answer (a response-range cmd, e.g. the line echoing our frames).
  * *exit_after is set for RESET mode 1. Sends the ACK of long requests itself. */
