@@ -197,15 +197,17 @@ def _orders(buffers: list[Buffer]) -> dict[str, list[Buffer]]:
     }
 
 
-def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = ()) -> Plan:
+def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = (),
+         also_without: bool = True) -> Plan:
     """Place `buffers` in one arena, letting the pairs in `overlaps` share bytes as their
-    rules allow; return the smallest plan over several orders."""
+    rules allow; return the smallest plan over several orders (and, if `also_without`,
+    over the same orders placed without overlaps, so overlaps never make it worse)."""
     if not buffers:
         return Plan(buffers=[], arena_bytes=0)
     rules = {(o.input, o.output): o for o in overlaps}
     best: tuple[int, str, dict[str, int]] | None = None
     # Greedy placement with overlaps is not always better than without: try both.
-    for allowed in ([rules, {}] if rules else [{}]):
+    for allowed in ([rules, {}] if rules and also_without else [rules]):
         for order_name, order in _orders(buffers).items():
             top = _place(order, allowed)
             if best is None or top < best[0]:

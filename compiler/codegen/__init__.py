@@ -126,7 +126,8 @@ def _plan_with(graph: Graph, layers: list[EmittedLayer], choice: dict[int, Overl
             output=graph.tensor(graph.storage_root(e.op.outputs[0])).c_name,
             allowed=m.allowed, rule=f"{e.code.kernel} {m.describe()}", layer=step))
     extra = {step: m.extra_scratch for step, m in choice.items()}
-    return plan_memory(arena_buffers(graph, layers, extra), overlaps)
+    # The search compares with the no-overlap plan itself: no need to place without too.
+    return plan_memory(arena_buffers(graph, layers, extra), overlaps, also_without=not overlaps)
 
 
 # Layers whose overlap modes the search tries one by one (the most crowded steps first).

@@ -29,13 +29,16 @@ kiln_status_t kiln_lut_s8(const kiln_lut_params_t *params,
  * Per row: d = max(row) - x in [0, 255]. exp_table[d] is TFLM's
  * exp_on_negative_values(-d * beta * input_scale) in Q0.31, precomputed by the
  * compiler from the input multiplier, and 0 where -d is below TFLM's diff_min
- * (those inputs are skipped and give -128). The row sum is kept in Q12.19
- * (each term <= 2^19, so rows up to 4096 long cannot overflow the uint32
- * accumulator); its reciprocal is gemmlowp's Newton-Raphson 1/(1+x). */
+ * (those inputs are skipped and give -128). The row sum is kept in Q12.19:
+ * each term is at most 2^19, so rows up to 8191 long (KILN_ERR_ARG beyond)
+ * fit the uint32 accumulator. Its reciprocal is gemmlowp's Newton-Raphson
+ * 1/(1+x). A sum of 2^28 or more (512+ near-equal inputs) stops TFLM on a
+ * TFLITE_CHECK; kiln writes -128 there, every probability being below 1/512. */
 typedef struct {
     const int32_t *exp_table;  /* 256 entries in Q0.31, indexed by max(row) - x */
 } kiln_softmax_params_t;
 
+/* input may equal output (in place). */
 kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output);

@@ -11,7 +11,9 @@
  * innermost (c) run is as long as possible; a kernel reads its inputs through
  * per-dim strides of 0 (broadcast) or the input's own stride.
  *
- * Values: inputs and output int8, any zero point in [-128, 127].
+ * Values: inputs and output int8, any zero point in [-128, 127]. The output may
+ * alias an input of the output's dims (each element is read before it is
+ * written), not a broadcast one.
  */
 #ifndef KILN_ELEMENTWISE_H
 #define KILN_ELEMENTWISE_H

@@ -7,6 +7,10 @@
  * IEEE-754 single-precision FPU or soft-float library. int8 -> int8 and
  * int8 -> int16 QUANTIZE (requantization) are table lookups filled by the
  * compiler: kiln_lut_s8 (activation.h) and kiln_lut_s8_s16 below.
+ *
+ * In place: the float -> int kernels may write over their input (an output
+ * element never overtakes the input still to be read); the widening ones
+ * (dequantize, int8 -> int16) may not.
  */
 #ifndef KILN_QUANTIZE_H
 #define KILN_QUANTIZE_H

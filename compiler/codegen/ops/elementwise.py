@@ -1,8 +1,10 @@
 """Lowerings: int8 ADD, SUB, MUL, MAXIMUM, MINIMUM (with broadcasting).
 
 Parameters are derived as TFLM's Prepare() does (add_common.cc, sub_common.cc,
-mul_common.cc): multipliers in double from the float32 scales. Broadcast shapes are collapsed here, so the
-kernel sees at most 4 dims with the longest possible innermost run.
+mul_common.cc): multipliers in double from the float32 scales. Broadcast shapes are
+collapsed here, so the kernel sees at most 4 dims with the longest possible innermost run.
+Large ADD/SUB use a table variant (`kiln_add_lut_s8`); `add_variant` is the one place that
+chooses.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
         return f"only int8 is supported (got {a.dtype}, {b.dtype} -> {out.dtype})"
     shape = broadcast_shape(a.shape, b.shape)
     if shape is None or _strip_ones(shape) != _strip_ones(out.shape):
-        return f"input shapes {list(a.shape)} and {list(b.shape)} do not broadcast to {list(out.shape)}"
+        return (f"input shapes {list(a.shape)} and {list(b.shape)} do not broadcast to "
+                f"{list(out.shape)}")
     if len(collapse_broadcast(a.shape, b.shape, tuple(shape))[2]) > 4:
         return "the broadcast pattern needs more than 4 dimensions after merging"
     if quantized:

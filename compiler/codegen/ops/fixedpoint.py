@@ -126,7 +126,8 @@ def logistic(a, ibits: int) -> np.ndarray:
     a = _i64(a)
     positive = a > 0
     abs_a = np.where(positive, a, wrap_int32(-a))
-    if_positive = one_over_one_plus_x_for_x_in_0_1(exp_on_negative_values(wrap_int32(-abs_a), ibits))
+    exp_minus_abs = exp_on_negative_values(wrap_int32(-abs_a), ibits)
+    if_positive = one_over_one_plus_x_for_x_in_0_1(exp_minus_abs)
     if_negative = sub(one(0), if_positive)
     return np.where(a == 0, 1 << 30, np.where(positive, if_positive, if_negative))
 
