@@ -182,6 +182,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
                    help="an input array (repeat per model input); default: fixed-seed random")
     p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")
     p.add_argument("--tuning-records", metavar="F")
+    from kiln.project_gen.rpc_cli import add_port_arguments
+
+    add_port_arguments(p)
 
 
 def add_optimize_argument(p: argparse.ArgumentParser) -> None:
