@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from .compile import DEFAULT_OPTIMIZE
+from .arrays_io import read_inputs, write_outputs
 from .errors import InputError, KilnError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -39,20 +38,6 @@ def random_inputs(report: dict, seed: int = 0) -> list[np.ndarray]:
             info = np.iinfo(dtype)
             xs.append(rng.integers(info.min, info.max, size=spec["shape"], endpoint=True).astype(dtype))
     return xs
-
-
-def read_inputs(paths: list[str]) -> list[np.ndarray]:
-    xs = []
-    for p in paths:
-        try:
-            xs.append(np.load(p, allow_pickle=False))
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot read input {p}: {e}") from None
-    return xs
-
-
-def write_outputs(path: str, outputs: list[np.ndarray]) -> None:
-    np.savez(path, **{f"output_{i}": o for i, o in enumerate(outputs)})
 
 
 def print_outputs(outputs: list[np.ndarray]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kiln.compiler.arrays_io import read_inputs, write_outputs
 from kiln.compiler.errors import InputError
 
 from .boards import list_boards
@@ -95,15 +96,7 @@ def cmd_boards(args: argparse.Namespace) -> int:
 # -- kiln project create / build ---------------------------------------------
 
 def _load_inputs(paths: list[str] | None) -> list[np.ndarray] | None:
-    if not paths:
-        return None
-    arrays = []
-    for path in paths:
-        try:
-            arrays.append(np.load(path, allow_pickle=False))
-        except (OSError, ValueError) as e:
-            raise InputError(f"cannot read {path} as a .npy array: {e}") from None
-    return arrays
+    return read_inputs(paths) if paths else None
 
 
 def _print_size(project: Project, report: SizeReport) -> None:
@@ -153,7 +146,7 @@ def _print_result(project: Project, result: RunResult) -> None:
 
 
 def _save_outputs(path: str, result: RunResult) -> None:
-    np.savez(path, **{f"output_{i}": y for i, y in enumerate(result.outputs)})
+    write_outputs(path, result.outputs)
     print(f"wrote {path}")
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln.compiler.arrays_io import read_inputs, write_outputs
 from kiln.compiler.errors import InputError
 from kiln.compiler.paths import crt_dir, templates_dir
 
@@ -192,12 +193,7 @@ def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Na
 def cmd_run_rpc(args: argparse.Namespace) -> int:
     """`kiln run MODEL|DIR --board B [--port URL]` through a (cached) host-driven project."""
     project = host_driven_project(args.model, args.board)
-    inputs = None
-    if getattr(args, "input", None):
-        try:
-            inputs = [np.load(p, allow_pickle=False) for p in args.input]
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read input: {exc}") from None
+    inputs = read_inputs(args.input) if getattr(args, "input", None) else None
     port = getattr(args, "port", None)
     outputs, ticks, tick_hz = run_rpc(project, inputs, args)
     for i, y in enumerate(outputs):
@@ -209,6 +205,6 @@ def cmd_run_rpc(args: argparse.Namespace) -> int:
     print(f"{_cycles(project, ticks, tick_hz, port):,} {unit} per inference on "
           f"{project.board.name}{' at ' + port if port else ''}")
     if getattr(args, "output", None):
-        np.savez(args.output, **{f"output_{i}": y for i, y in enumerate(outputs)})
+        write_outputs(args.output, outputs)
         print(f"wrote {args.output}")
     return 0
