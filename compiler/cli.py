@@ -20,7 +20,7 @@ _PLUGIN_MODULES = (
     "kiln.compiler.quantize.cli",
     "kiln.project_gen.cli_commands",
     "kiln.project_gen.rpc_cli",
-    "kiln.compiler.tune_cli",
+    "kiln.compiler.tune.cli",
 )
 
 
@@ -116,6 +116,10 @@ def cmd_compile(args) -> int:
     print(f"wrote {', '.join(sorted(art.files))} to {out}")
     print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
     print(_memory_line(art))
+    if args.tuning_records:
+        t = r["tuning"]
+        print(f"kernel variants of {t['tuned_layers']} of {t['tunable_layers']} tunable layers "
+              f"from {args.tuning_records} (the others: default variant)")
     return EXIT_OK
 
 
@@ -166,7 +170,8 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="an input array (repeat per model input); default: fixed-seed random")
     p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")
-    p.add_argument("--tuning-records", metavar="F")
+    p.add_argument("--tuning-records", metavar="F",
+                   help="kernel variants from tuning records (kiln tune)")
     from kiln.project_gen.rpc_cli import add_port_arguments
 
     add_port_arguments(p)
@@ -197,7 +202,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     p.add_argument("--board", default="host")
     p.add_argument("--calibration", action="append", metavar="X.npy|DIR",
                    help="quantize a float model first (once per model input)")
-    p.add_argument("--tuning-records", metavar="F")
+    p.add_argument("--tuning-records", metavar="F",
+                   help="kernel variants from tuning records (kiln tune); default heuristic "
+                        "for layers without one")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
     add_optimize_argument(p)
     p.set_defaults(handler=cmd_compile)

@@ -8,11 +8,14 @@ import tomllib
 from .artifact import Artifact
 from .codegen import generate, weights_bytes
 from .codegen.lowering import Target
+from .codegen.ops.conv import candidates
 from .errors import BoardError
 from .ir import Graph
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
 from .paths import boards_dir
+from .tune.records import Records, as_records
+from .tune.workloads import knobs_id, layer_shapes, workload_key
 
 KILN_VERSION = "0.1.0"
 DEFAULT_OPTIMIZE = "balanced"
@@ -43,17 +46,41 @@ def _tensor_io(graph: Graph, tid: int) -> dict:
             "scale": scale, "zero_point": zp}
 
 
+def tuned_knobs(graph: Graph, target: Target, records: Records) -> dict[int, dict]:
+    """step → knobs from the records, for the tunable layers of an optimized graph. A
+    layer without a usable record keeps the default variant (the first candidate); a
+    record whose knobs are no longer a candidate (an older kiln) is ignored."""
+    best = records.best(target.board)
+    knobs = {}
+    for step, (op_type, shape) in layer_shapes(graph, target).items():
+        record = best.get(workload_key(op_type, shape))
+        if record is None:
+            continue
+        options = {knobs_id(k) for k in candidates(op_type, shape, target)}
+        if knobs_id(record["knobs"]) in options:
+            knobs[step] = record["knobs"]
+    return knobs
+
+
 def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A001
             optimize: str = DEFAULT_OPTIMIZE) -> Artifact:
     """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input.
 
+    `tuning_records` (a .jsonl path or a kiln.compiler.tune.Records) picks each tunable
+    layer's kernel variant: the fastest record of its workload on this board; layers
+    without one keep the default variant.
     `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
     "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
     the input it reads last wherever that lowers the peak, "memory" wherever it can."""
     _check_board(board)
+    records = as_records(tuning_records)
     g = optimize_graph(graph)
-    files, plan, layers, consts = generate(g, KILN_VERSION, target_for(board),
+    target = target_for(board)
+    layer_knobs = tuned_knobs(g, target, records) if records is not None else {}
+    files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
                                            optimize=optimize)
+    workload_keys = {i: workload_key(e.op.type, e.code.shape) for i, e in enumerate(layers)
+                     if e.code.shape is not None}
     offsets = {b.name: b.offset for b in plan.buffers}
     report = {
         "kiln_version": KILN_VERSION,
@@ -73,10 +100,15 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),
+        "tuning": {"records": str(records.path) if records is not None and records.path
+                   else None,
+                   "tunable_layers": len(workload_keys), "tuned_layers": len(layer_knobs)},
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
                  "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
                  "macs": e.code.macs, "kernel": e.code.kernel,
                  **({"knobs": e.code.knobs} if e.code.knobs else {}),
+                 **({"workload": workload_keys[i], "tuned": i in layer_knobs}
+                    if i in workload_keys else {}),
                  "scratch_bytes": e.code.scratch_bytes} for i, e in enumerate(layers)],
         "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                      "offset": ("const" if t.is_const else

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from kiln.compiler.arrays_io import read_inputs, write_outputs
+from kiln.compiler.cli import add_optimize_argument
 from kiln.compiler.errors import InputError
 
 from .boards import list_boards
@@ -46,6 +47,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                         "quantized); default: fixed-seed random")
     c.add_argument("--force", action="store_true",
                    help="replace the kiln project already in the directory")
+    c.add_argument("--tuning-records", metavar="F",
+                   help="kernel variants from tuning records (kiln tune); default heuristic "
+                        "for layers without one")
+    add_optimize_argument(c)
     c.set_defaults(handler=cmd_project_create)
     b = psub.add_parser("build", help="build a project with make and report its size")
     b.add_argument("dir", help="the project directory")
@@ -109,7 +114,8 @@ def cmd_project_create(args: argparse.Namespace) -> int:
     inputs = _load_inputs(args.input)
     project = create_project(args.model, board=args.board, out_dir=args.output_dir,
                              mode=args.mode, inputs=inputs, force=args.force,
-                             inputs_origin=", ".join(args.input) if args.input else None)
+                             inputs_origin=", ".join(args.input) if args.input else None,
+                             tuning_records=args.tuning_records, optimize=args.optimize)
     print(f"created {project.path} ({project.mode}, {project.board.name}); "
           f"build it with `kiln project build {project.path}` or `make -C {project.path}`")
     return 0

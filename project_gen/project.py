@@ -234,14 +234,21 @@ class Project:
             raise
 
 
-def _load_artifact(model: Any, board: Board) -> Any:
-    """An Artifact from a model path (compiled here for `board`) or an Artifact as given."""
+def _load_artifact(model: Any, board: Board, tuning_records: Any = None,
+                   optimize: str | None = None) -> Any:
+    """An Artifact from a model path (compiled here for `board`, with the tuning records
+    and optimize goal given) or an Artifact as given."""
     if isinstance(model, (str, os.PathLike)):
         from kiln.compiler import compile as kiln_compile, load
-        return kiln_compile(load(model), board=board.name)
+        from kiln.compiler.compile import DEFAULT_OPTIMIZE
+        return kiln_compile(load(model), board=board.name, tuning_records=tuning_records,
+                            optimize=optimize or DEFAULT_OPTIMIZE)
     if not hasattr(model, "files") or not hasattr(model, "report"):
         raise InputError("create_project takes a model file path or a compiled Artifact "
                          "(kiln.compiler.compile(...))")
+    if tuning_records is not None or optimize is not None:
+        raise InputError("tuning records and the optimize goal apply when compiling: pass "
+                         "them to kiln.compiler.compile(), or give create_project the model file")
     built_for = model.report.get("board")
     if built_for and built_for != board.name:
         raise BoardError(f"the artifact was compiled for board '{built_for}', not "
@@ -304,7 +311,8 @@ def _copy_crt(out_dir: Path, board: Board, rpc: bool) -> None:
 
 def create_project(model: Any, board: str | Board, out_dir: str | Path,
                    mode: str = "standalone", inputs: Sequence[np.ndarray] | None = None,
-                   force: bool = False, inputs_origin: str | None = None) -> Project:
+                   force: bool = False, inputs_origin: str | None = None,
+                   tuning_records: Any = None, optimize: str | None = None) -> Project:
     """Render a self-contained firmware project for `board` into `out_dir`.
 
     model: a compiled Artifact, or a .tflite path (compiled here for the board).
@@ -324,7 +332,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         raise InputError("sample inputs are for standalone mode; a host-driven firmware "
                          "takes its inputs over the serial link")
     out_dir = Path(out_dir)
-    art = _load_artifact(model, board)
+    art = _load_artifact(model, board, tuning_records, optimize)
     report = art.report
     name = model_name(report)
     check_fits(name, board, int(report.get("weights_bytes", 0)), int(report.get("arena_bytes", 0)))

@@ -64,7 +64,8 @@ def project_files(board: Board, report: dict, mode: str, kiln_version: str,
                               **ctx),
     }
     if rpc:
-        files["src/kiln_config.h"] = _render("kiln_config.h.j2", build_id=build_id)
+        files["src/kiln_config.h"] = _render("kiln_config.h.j2", build_id=build_id,
+                                             tuning_variants=report.get("tuning_variants", 0))
     if not board.is_host:
         files["linker.ld"] = _render("linker.ld.j2", **ctx)
         files["src/kiln_board.c"] = _render("kiln_board.c.j2", **ctx)

@@ -47,6 +47,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="F", help="also write the profile as JSON")
     p.add_argument("--repeat", type=int, default=10,
                    help="timed whole-model runs to compare the layer sum against")
+    p.add_argument("--tuning-records", metavar="F",
+                   help="kernel variants from tuning records (kiln tune)")
     add_port_arguments(p)
     p.set_defaults(handler=cmd_profile)
 
@@ -69,11 +71,16 @@ def cache_root() -> Path:
     return Path(base) / "kiln" / "projects"
 
 
-def host_driven_project(target: str | Path, board: str, cache: Path | None = None) -> Project:
+def host_driven_project(target: str | Path, board: str, cache: Path | None = None,
+                        tuning_records: str | Path | None = None) -> Project:
     """A host-driven project for `target`: the project DIR itself, or for a model file a
-    project cached under ~/.cache/kiln/projects keyed by model, board and kiln sources."""
+    project cached under ~/.cache/kiln/projects keyed by model, board, kiln sources and
+    the tuning records' content."""
     target = Path(target)
     if target.is_dir():
+        if tuning_records is not None:
+            raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
+                             f"to `kiln project create`, or give the model file")
         if not (target / MANIFEST).exists():
             raise InputError(f"{target} is a directory but not a kiln project")
         project = Project.open(target)
@@ -84,10 +91,17 @@ def host_driven_project(target: str | Path, board: str, cache: Path | None = Non
     if not target.is_file():
         raise InputError(f"{target}: no such model file or project directory")
     model_hash = hashlib.sha256(target.read_bytes()).hexdigest()[:16]
-    out = (cache or cache_root()) / f"{target.stem}-{model_hash}-{board}-{_sources_digest()}"
+    tuned = ""
+    if tuning_records is not None:
+        if not Path(tuning_records).is_file():
+            raise InputError(f"{tuning_records}: no such tuning records file")
+        tuned = "-t" + hashlib.sha256(Path(tuning_records).read_bytes()).hexdigest()[:12]
+    out = (cache or cache_root()) / (f"{target.stem}-{model_hash}-{board}-{_sources_digest()}"
+                                     f"{tuned}")
     if (out / MANIFEST).exists():
         return Project.open(out)
-    return create_project(str(target), board=board, out_dir=out, mode="host-driven", force=True)
+    return create_project(str(target), board=board, out_dir=out, mode="host-driven", force=True,
+                          tuning_records=tuning_records)
 
 
 def connect(project: Project, args: argparse.Namespace) -> Session:
@@ -146,7 +160,8 @@ def profile_rows(project: Project, prof: Profile, port: str | None) -> list[Laye
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    project = host_driven_project(args.model, args.board)
+    project = host_driven_project(args.model, args.board,
+                                  tuning_records=getattr(args, "tuning_records", None))
     port = getattr(args, "port", None)
     unit = cycles_unit(project, port)
     with connect(project, args) as session:
@@ -192,7 +207,8 @@ def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Na
 
 def cmd_run_rpc(args: argparse.Namespace) -> int:
     """`kiln run MODEL|DIR --board B [--port URL]` through a (cached) host-driven project."""
-    project = host_driven_project(args.model, args.board)
+    project = host_driven_project(args.model, args.board,
+                                  tuning_records=getattr(args, "tuning_records", None))
     inputs = read_inputs(args.input) if getattr(args, "input", None) else None
     port = getattr(args, "port", None)
     outputs, ticks, tick_hz = run_rpc(project, inputs, args)

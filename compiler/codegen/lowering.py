@@ -14,7 +14,7 @@ before any code is written.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -39,6 +39,7 @@ class LayerCode:
     macs: int = 0
     summary: str = ""              # one line for the layer comment: stride, padding, ...
     knobs: dict = field(default_factory=dict)   # the variant's knobs (kiln.json, tuning)
+    shape: Any = None              # a tunable layer's LayerShape (ops/conv.py): its workload
 
 
 @dataclass

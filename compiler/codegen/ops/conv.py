@@ -98,6 +98,9 @@ class LayerShape:
     dilation: tuple[int, int] = (1, 1)
     depth_multiplier: int = 1
     requant_fast: bool = True               # every live channel's shift <= -2 (conv.h)
+    # Not in the variant choice, but in the timing (a tuner's workload key):
+    stride: tuple[int, int] = (1, 1)
+    clamped: bool = False                   # activation range narrower than int8's
 
 
 @dataclass(frozen=True)
@@ -411,11 +414,11 @@ def _conv2d_check(ctx: LowerCtx) -> str | None:
 
 
 def _conv_shape(x: Tensor, w: Tensor, y: Tensor, g: ConvGeometry, fast: bool,
-                depth_multiplier: int = 1) -> LayerShape:
+                act: tuple[int, int], depth_multiplier: int = 1) -> LayerShape:
     return LayerShape(input=tuple(x.shape), filter=tuple(w.shape),  # type: ignore[arg-type]
                       output=tuple(y.shape), padding=g.padding,  # type: ignore[arg-type]
                       dilation=g.dilation, depth_multiplier=depth_multiplier,
-                      requant_fast=fast)
+                      requant_fast=fast, stride=g.stride, clamped=act != (-128, 127))
 
 
 def _knobs_c(v: Variant) -> str:
@@ -435,7 +438,7 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     weights = w.data.astype(np.int64).reshape(out_c, -1)
     folded = _bias_values(b, out_c) + input_offset * weights.sum(axis=1)
     abs_sums = np.abs(weights).sum(axis=1)
-    shape = _conv_shape(x, w, y, g, fast=_live_shifts_fast(shift, abs_sums))
+    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act)
     v = conv2d_variant(shape, ctx.target, ctx.knobs)
     kernel, scratch = v.kernel, v.scratch
     if kernel == "kiln_conv2d_gemm_s8":
@@ -471,7 +474,7 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
                f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}"
                f"{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
-                     summary=summary, knobs=v.knobs)
+                     summary=summary, knobs=v.knobs, shape=shape)
 
 
 # --- DEPTHWISE_CONV_2D -----------------------------------------------------------------
@@ -509,7 +512,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     mult, shift = _multipliers(x, w, y, out_c)
     taps = w.data.astype(np.int64).reshape(-1, out_c)
     abs_sums = np.abs(taps).sum(axis=0)
-    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), mult_opt)
+    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act, mult_opt)
     v = dwconv2d_variant(shape, ctx.target, ctx.knobs)
     kernel = v.kernel
     args = ["&params, quant" if kernel == "kiln_dwconv2d_3x3_s8" else "&params, &quant",
@@ -547,7 +550,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
                f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
                f"{_act_name(ctx)}{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch, macs=macs,
-                     summary=summary, knobs=v.knobs)
+                     summary=summary, knobs=v.knobs, shape=shape)
 
 
 # --- FULLY_CONNECTED -------------------------------------------------------------------
@@ -618,7 +621,8 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     abs_sums = np.abs(weights + w_off).sum(axis=1)
     shape = LayerShape(input=(s.batches, 1, 1, s.depth), filter=(s.units, 1, 1, s.depth),
                        output=(s.batches, 1, 1, s.units),
-                       requant_fast=_live_shifts_fast(shift, abs_sums))
+                       requant_fast=_live_shifts_fast(shift, abs_sums),
+                       clamped=act != (-128, 127))
     v = fully_connected_variant(shape, ctx.target, ctx.knobs)
     kernel = v.kernel
     if kernel == "kiln_fully_connected_rows_s8":
@@ -657,7 +661,8 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     summary = (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
                f"{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
-                     macs=s.batches * s.depth * s.units, summary=summary, knobs=v.knobs)
+                     macs=s.batches * s.depth * s.units, summary=summary, knobs=v.knobs,
+                     shape=shape)
 
 
 # --- TRANSPOSE_CONV --------------------------------------------------------------------

@@ -1,0 +1,135 @@
+"""`kiln tune MODEL --board B [--trials N] [--workers N] -o RECORDS.jsonl`.
+
+Appends to RECORDS (creating it): a rerun measures only what the file does not hold.
+Progress goes to stderr (a bar on a terminal, a line per tenth otherwise); the summary
+to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import InputError
+from . import Records, TuneOptions, TuneProgress, TuneSummary, tune
+from .measure import MeasureOptions
+from .workloads import knobs_id
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("tune", help="time every layer's kernel variants on a board "
+                                           "and record the fastest (auto-tuning)")
+    p.add_argument("model", help="an int8 .tflite model")
+    p.add_argument("--board", "-b", required=True, help="board name (see `kiln boards`)")
+    p.add_argument("-o", "--output", required=True, metavar="RECORDS.jsonl",
+                   help="tuning records to append to (created if missing)")
+    p.add_argument("--trials", type=int, default=32,
+                   help="candidates measured at most per workload (default 32)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="tuning firmwares built and measured in parallel (QEMU instances)")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="timed runs per candidate, after one warm-up (default 5)")
+    p.add_argument("--port", metavar="URL",
+                   help="a real board's serial port; each tuning firmware is flashed with "
+                        "--flash-command first")
+    p.add_argument("--flash-command", metavar="CMD",
+                   help="shell command that flashes a firmware: {elf}, {bin}, {hex} are "
+                        "replaced by its files, e.g. 'st-flash write {bin} 0x08000000'")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds one kernel run may take on the device (default 120)")
+    p.set_defaults(handler=cmd_tune)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+class ProgressBar:
+    """One line on stderr: candidates done, the tunable layers' cycles (default → best so
+    far), elapsed time and ETA. Redrawn in place on a terminal; otherwise printed each
+    time another tenth is done."""
+
+    def __init__(self, unit: str, stream=sys.stderr):
+        self.unit = unit
+        self.stream = stream
+        self.tty = stream.isatty()
+        self._last_tenth = -1
+
+    def __call__(self, p: TuneProgress) -> None:
+        frac = p.done / p.total if p.total else 1.0
+        width = 24
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        best = ""
+        if p.model_default and p.model_best:
+            best = (f"  layers {p.model_default:,} -> {p.model_best:,} {self.unit} "
+                    f"({p.model_best / p.model_default:.3f}x)")
+        line = (f"[{bar}] {p.done}/{p.total} candidates{best}  "
+                f"{_duration(p.elapsed_s)} elapsed, ETA {_duration(p.eta_s)}")
+        if self.tty:
+            self.stream.write("\r" + line + "\033[K")
+            self.stream.flush()
+        elif int(frac * 10) != self._last_tenth:
+            self._last_tenth = int(frac * 10)
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def print_summary(s: TuneSummary, records: Records) -> None:
+    print(f"{'layers':>6}  {'default':>12}  {'tuned':>12}  {'speed-up':>8}  best knobs    workload")
+    total_default = total_best = 0
+    for r in s.workloads:
+        n = len(r.workload.layers)
+        if r.default_cycles is not None and r.best_cycles is not None:
+            total_default += n * r.default_cycles
+            total_best += n * r.best_cycles
+            ratio = f"{r.default_cycles / r.best_cycles:7.2f}x"
+        else:
+            ratio = "      -"
+        knobs = knobs_id(r.best_knobs) if r.best_knobs else "-"
+        print(f"{n:>6}  {r.default_cycles or 0:>12,}  {r.best_cycles or 0:>12,}  {ratio:>8}  "
+              f"{knobs}  {r.workload.key}")
+    if total_best:
+        print(f"tunable layers: {total_default:,} -> {total_best:,} {s.unit} per inference "
+              f"({total_default / total_best:.2f}x)")
+    print(f"measured {s.measured} candidates in {s.batches} tuning firmware(s) "
+          f"({s.already} already in the records) in {_duration(s.wall_s)}; "
+          f"records: {records.path}")
+    for p in s.problems:
+        print(f"kiln bug, please report: {p}", file=sys.stderr)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from kiln.compiler import load
+
+    out = Path(args.output)
+    if out.suffix not in (".jsonl", ".json"):
+        raise InputError(f"{out}: tuning records are JSON Lines; name the file *.jsonl")
+    if args.flash_command and not args.port:
+        raise InputError("--flash-command needs --port (the board's serial port)")
+    graph = load(args.model)
+    records = Records.load(out, missing_ok=True)
+    if records.skipped_lines:
+        print(f"kiln: warning: skipped {records.skipped_lines} unreadable line(s) in {out}",
+              file=sys.stderr)
+    options = TuneOptions(trials=args.trials, workers=args.workers,
+                          measure=MeasureOptions(repeat=args.repeat, timeout=args.timeout,
+                                                 port=args.port,
+                                                 flash_command=args.flash_command))
+    from .tuner import _unit
+
+    bar = ProgressBar(_unit(args.board, args.port))
+    try:
+        summary = tune(graph, args.board, records, options, progress=bar,
+                       model_name=Path(args.model).stem)
+    finally:
+        bar.close()
+    print_summary(summary, records)
+    return 1 if summary.problems else 0

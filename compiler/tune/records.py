@@ -1,0 +1,119 @@
+"""Tuning records: one JSON object per line, appended as measurements finish.
+
+    {"workload": "CONV_2D in 1x49x10x1 ...", "op": "CONV_2D", "board": "mps2-an386",
+     "cpu": "cortex-m4", "toolchain": "arm-none-eabi-gcc 12.2.1", "kiln": "0.1.0",
+     "knobs": {"variant": "gemm", ...}, "status": "ok",
+     "cycles": {"median": 81234, "min": 81230, "max": 81240}, "unit": "instructions",
+     "repeat": 5, "time": "2026-11-22T08:10:00Z", "model": "kws_ref_model",
+     "session": "…", "elapsed_s": 12.5}
+
+status "ok" is a timed candidate whose output matched the reference kernel's on the
+device; "mismatch" a candidate whose output did not (a kiln bug: never chosen, never
+measured again); "error" a kernel that returned a non-zero status. A file is never
+rewritten: `kiln tune` appends, so an interrupted run resumes where it stopped, and a
+line that does not parse (a run killed mid-write) is skipped with a warning.
+
+`best_knobs` is the choice compile() makes: per workload, the fastest "ok" record on
+the board (median, then min, then the knobs' text, so the pick does not depend on the
+order of the lines).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from .workloads import knobs_id
+
+
+@dataclass
+class Records:
+    path: Path | None = None
+    entries: list[dict] = field(default_factory=list)
+    skipped_lines: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], missing_ok: bool = False) -> "Records":
+        path = Path(path)
+        if not path.exists():
+            if missing_ok:
+                return cls(path=path)
+            raise InputError(f"{path}: no such tuning records file")
+        if path.is_dir():
+            raise InputError(f"{path} is a directory, not a tuning records file (.jsonl)")
+        entries, skipped = [], 0
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    skipped += 1
+                    continue
+                if _valid(entry):
+                    entries.append(entry)
+                else:
+                    skipped += 1
+        return cls(path=path, entries=entries, skipped_lines=skipped)
+
+    def append(self, entry: dict) -> None:
+        """Add a record, and write it to the file at once (one line, flushed)."""
+        if not _valid(entry):
+            raise ValueError(f"not a tuning record: {entry}")
+        with self._lock:
+            self.entries.append(entry)
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    def measured(self, board: str) -> set[tuple[str, str]]:
+        """(workload key, knobs id) pairs already measured on `board`, whatever the result."""
+        return {(e["workload"], knobs_id(e["knobs"])) for e in self.entries
+                if e["board"] == board}
+
+    def best(self, board: str) -> dict[str, dict]:
+        """workload key → its fastest "ok" record on `board`."""
+        best: dict[str, tuple] = {}
+        for e in self.entries:
+            if e["board"] != board or e["status"] != "ok":
+                continue
+            c = e["cycles"]
+            rank = (c["median"], c["min"], knobs_id(e["knobs"]))
+            if e["workload"] not in best or rank < best[e["workload"]][0]:
+                best[e["workload"]] = (rank, e)
+        return {k: v[1] for k, v in best.items()}
+
+    def cycles(self, board: str) -> dict[tuple[str, str], int]:
+        """(workload key, knobs id) → median cycles of the "ok" records on `board`."""
+        return {(e["workload"], knobs_id(e["knobs"])): e["cycles"]["median"]
+                for e in self.entries if e["board"] == board and e["status"] == "ok"}
+
+
+def _valid(entry: object) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    if not (isinstance(entry.get("workload"), str) and isinstance(entry.get("board"), str)
+            and isinstance(entry.get("knobs"), dict) and entry.get("status") in
+            ("ok", "mismatch", "error")):
+        return False
+    if entry["status"] == "ok":
+        c = entry.get("cycles")
+        return isinstance(c, dict) and all(isinstance(c.get(k), int) for k in
+                                           ("median", "min", "max"))
+    return True
+
+
+def as_records(tuning_records: "Records | str | os.PathLike[str] | None") -> Records | None:
+    """compile()'s tuning_records argument: None, a Records, or a path to a .jsonl file."""
+    if tuning_records is None or isinstance(tuning_records, Records):
+        return tuning_records
+    if isinstance(tuning_records, (str, os.PathLike)):
+        return Records.load(tuning_records)
+    raise InputError("tuning_records must be a path to a .jsonl file or a Records object")

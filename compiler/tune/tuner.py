@@ -1,0 +1,209 @@
+"""The tuning loop: rounds of candidates, batches, parallel workers, records (see
+kiln.compiler.tune)."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..compile import KILN_VERSION, _check_board, target_for
+from ..errors import InputError
+from ..ir import Graph
+from ..passes import optimize as optimize_graph
+from .measure import (Batch, Measurement, MeasureOptions, make_batch, measure_batch,
+                      summary, toolchain_version)
+from .records import Records
+from .search import Search
+from .workloads import Workload, extract_workloads, knobs_id, workload_key
+
+# Room left in flash for the code of a tuning build (runtime, RPC server, kernels).
+_CODE_MARGIN_BYTES = 192 * 1024
+
+
+@dataclass
+class TuneOptions:
+    trials: int = 32                 # candidates measured at most per workload
+    workers: int = 1                 # firmware built and measured in parallel
+    seed: int = 0
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
+
+
+@dataclass
+class TuneProgress:
+    done: int                        # candidates measured in this run
+    total: int                       # candidates this run plans to measure (at most)
+    elapsed_s: float
+    model_default: int | None        # tunable layers' cycles with the default variants
+    model_best: int | None           # ... with the best variants measured so far
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.done == 0:
+            return None
+        return self.elapsed_s / self.done * max(0, self.total - self.done)
+
+
+@dataclass
+class WorkloadResult:
+    workload: Workload
+    default_cycles: int | None
+    best_cycles: int | None
+    best_knobs: dict | None
+
+
+@dataclass
+class TuneSummary:
+    workloads: list[WorkloadResult]
+    measured: int                    # candidates measured in this run
+    already: int                     # candidates the records held before
+    batches: int
+    wall_s: float
+    problems: list[str]              # mismatches and kernel errors: kiln bugs to report
+    unit: str
+
+
+def _unit(board: str, port: str | None) -> str:
+    from kiln.project_gen.boards import get_board
+
+    b = get_board(board)
+    if b.is_host:
+        return "ns"
+    return "instructions" if b.runs_on == "qemu" and port is None else "cycles"
+
+
+def _split(items: list[tuple[Workload, dict]], parts: int) -> list[list[tuple[Workload, dict]]]:
+    """`parts` groups of whole workloads with about the same number of candidates."""
+    by_key: dict[str, list[tuple[Workload, dict]]] = {}
+    for item in items:
+        by_key.setdefault(item[0].key, []).append(item)
+    groups: list[list[tuple[Workload, dict]]] = [[] for _ in range(max(1, parts))]
+    for group in sorted(by_key.values(), key=len, reverse=True):
+        min(groups, key=len).extend(group)
+    return [g for g in groups if g]
+
+
+def _fitting_batches(items: list[tuple[Workload, dict]], target, flash: int | None,
+                     ram: int | None) -> list[Batch]:
+    """Batches of `items` whose firmware fits the board: halves a batch whose weights or
+    arena do not (a single candidate that cannot fit is an error)."""
+    batch = make_batch(items, target, KILN_VERSION)
+    weights = batch.artifact.report["weights_bytes"]
+    arena = batch.artifact.report["arena_bytes"]
+    if (flash is None or weights <= flash) and (ram is None or arena <= ram):
+        return [batch]
+    if len(items) == 1:
+        w, k = items[0]
+        raise InputError(f"the tuning firmware for {w.key} ({k}) needs {weights:,} B of "
+                         f"weights and {arena:,} B of arena: more than {target.board} holds")
+    half = len(items) // 2
+    return (_fitting_batches(items[:half], target, flash, ram) +
+            _fitting_batches(items[half:], target, flash, ram))
+
+
+def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None = None,
+         progress: Callable[[TuneProgress], None] | None = None,
+         model_name: str | None = None) -> TuneSummary:
+    """Measure the candidates of every tunable layer of `graph` on `board` that `records`
+    does not hold yet, appending each result to `records`."""
+    from kiln.project_gen.boards import get_board
+
+    options = options or TuneOptions()
+    if options.trials < 1 or options.workers < 1 or options.measure.repeat < 1:
+        raise InputError("trials, workers and repeat must be at least 1")
+    _check_board(board)
+    board_spec = get_board(board)
+    if board_spec.runs_on == "board" and options.measure.port is None:
+        raise InputError(f"{board} is a real board: pass its serial port (--port) and a "
+                         f"command that flashes a firmware (--flash-command)")
+    if options.measure.port is not None and options.workers > 1:
+        raise InputError("one serial port means one worker (--workers 1)")
+    target = target_for(board)
+    started = time.monotonic()
+    g = optimize_graph(graph)
+    workloads = extract_workloads(g, target)
+    unit = _unit(board, options.measure.port)
+    session = f"{model_name or g.name}@{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"
+    searches: dict[str, Search] = {}
+    already = 0
+    for i, w in enumerate(workloads):
+        s = Search(w.candidates, options.trials, seed=options.seed + i)
+        for e in records.entries:
+            if e["board"] == board and e["workload"] == w.key:
+                ok = e["status"] == "ok"
+                s.report(e["knobs"], e["cycles"]["median"] if ok else None)
+        already += len(s.measured)
+        searches[w.key] = s
+
+    lock = threading.Lock()
+    problems: list[str] = []
+    state = {"done": 0}
+    total = sum(s.remaining() for s in searches.values())
+
+    def model_cycles(pick: Callable[[Workload, Search], int | None]) -> int | None:
+        values = [pick(w, searches[w.key]) for w in workloads]
+        if any(v is None for v in values):
+            return None
+        return sum(v * len(w.layers) for v, w in zip(values, workloads))
+
+    def report_progress() -> None:
+        if progress is not None:
+            progress(TuneProgress(
+                state["done"], max(total, state["done"]), time.monotonic() - started,
+                model_cycles(lambda w, s: s.measured.get(knobs_id(w.candidates[0]))),
+                model_cycles(lambda w, s: s.best_cycles())))
+
+    def on_result(m: Measurement) -> None:
+        entry = {
+            "workload": m.workload.key, "op": m.workload.op_type, "board": board,
+            "cpu": target.cpu, "toolchain": toolchain_version(board_spec.is_host),
+            "kiln": KILN_VERSION, "knobs": m.knobs, "status": m.status, "unit": unit,
+            "repeat": options.measure.repeat,
+            "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "model": model_name or g.name, "session": session,
+            "elapsed_s": round(time.monotonic() - started, 2),
+        }
+        if m.status == "ok":
+            entry["cycles"] = summary(m.cycles)
+        else:
+            entry["detail"] = m.detail
+        with lock:
+            records.append(entry)
+            searches[m.workload.key].report(m.knobs, entry["cycles"]["median"]
+                                            if m.status == "ok" else None)
+            state["done"] += 1
+            if m.status != "ok":
+                problems.append(f"{m.status}: {m.workload.key} {knobs_id(m.knobs)}: {m.detail}")
+            report_progress()
+
+    flash = None if board_spec.is_host else board_spec.flash.size - _CODE_MARGIN_BYTES
+    ram = None if board_spec.is_host else board_spec.ram.size - board_spec.stack_bytes - 64 * 1024
+    batches_run = 0
+    report_progress()
+    with ThreadPoolExecutor(max_workers=options.workers) as pool:
+        while True:
+            items = [(w, k) for w in workloads for k in searches[w.key].next_round()]
+            if not items:
+                break
+            batches = [b for group in _split(items, options.workers)
+                       for b in _fitting_batches(group, target, flash, ram)]
+            futures = [pool.submit(measure_batch, b, target, options.measure, on_result)
+                       for b in batches]
+            for f in futures:
+                f.result()          # a failed build or a dead link ends the run here
+            batches_run += len(batches)
+            for w in workloads:
+                s = searches[w.key]
+                if any(w.key == item[0].key for item in items):
+                    s.end_round()
+
+    results = []
+    for w in workloads:
+        s = searches[w.key]
+        results.append(WorkloadResult(w, s.measured.get(knobs_id(w.candidates[0])),
+                                      s.best_cycles(), s.best()))
+    return TuneSummary(results, state["done"], already, batches_run,
+                       time.monotonic() - started, problems, unit)
