@@ -12,6 +12,35 @@ REPO = Path(__file__).resolve().parents[1]
 MLPERF = {"KWS": "kws_ref_model", "VWW": "vww_96_int8", "IC": "pretrainedResnet_quant",
           "AD": "ad01_int8"}
 
+# Instructions per Invoke() of TFLM on QEMU, same compiler (../shared/ANCHORS.md): with its
+# reference kernels (measured on mps2-an386 only) and with CMSIS-NN.
+TFLM_REFERENCE = {
+    "mps2-an386": {"kws_ref_model": 43_041_675, "vww_96_int8": 100_251_540,
+                   "pretrainedResnet_quant": 107_402_211, "ad01_int8": 1_952_271},
+}
+TFLM_CMSIS_NN = {
+    "mps2-an386": {"kws_ref_model": 7_698_888, "vww_96_int8": 24_101_962,
+                   "pretrainedResnet_quant": 29_863_456, "ad01_int8": 582_950},
+    "mps2-an500": {"kws_ref_model": 7_644_685, "vww_96_int8": 24_025_588,
+                   "pretrainedResnet_quant": 30_026_666, "ad01_int8": 583_248},
+}
+
+
+def check_exact(model: Path, inputs: list, outputs: list) -> str:
+    """'bit-exact' when tflite-micro's interpreter gives the same outputs for `inputs`."""
+    import numpy as np
+
+    try:
+        from tflite_micro.python.tflite_micro import runtime
+    except ImportError:
+        return "unchecked"
+    interp = runtime.Interpreter.from_bytes(model.read_bytes())
+    for i, x in enumerate(inputs):
+        interp.set_input(x, i)
+    interp.invoke()
+    same = all(np.array_equal(interp.get_output(i), y) for i, y in enumerate(outputs))
+    return "bit-exact" if same else "DIFFERS"
+
 
 def models_root() -> Path:
     return Path(os.environ.get("KILN_MODELS", REPO.parent / "shared" / "models"))

@@ -23,32 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from kiln.project_gen import create_project, get_board
+
+from _common import TFLM_CMSIS_NN, check_exact
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["kws_ref_model", "vww_96_int8", "pretrainedResnet_quant", "ad01_int8"]
-# TFLM + CMSIS-NN instructions per Invoke() on QEMU (ANCHORS.md).
-TFLM_CMSIS_NN = {
-    "mps2-an386": {"kws_ref_model": 7_698_888, "vww_96_int8": 24_101_962,
-                   "pretrainedResnet_quant": 29_863_456, "ad01_int8": 582_950},
-    "mps2-an500": {"kws_ref_model": 7_644_685, "vww_96_int8": 24_025_588,
-                   "pretrainedResnet_quant": 30_026_666, "ad01_int8": 583_248},
-}
-
-
-def check_exact(model: Path, project, outputs: list[np.ndarray]) -> str:
-    try:
-        from tflite_micro.python.tflite_micro import runtime
-    except ImportError:
-        return "unchecked"
-    interp = runtime.Interpreter.from_bytes(model.read_bytes())
-    for i, x in enumerate(project.sample_inputs()[0]):
-        interp.set_input(x, i)
-    interp.invoke()
-    same = all(np.array_equal(interp.get_output(i), y) for i, y in enumerate(outputs))
-    return "bit-exact" if same else "DIFFERS"
 
 
 def main() -> int:
@@ -87,7 +67,7 @@ def main() -> int:
                 "ram": size.ram.used - size.stack_reserved + (result.stack_bytes or 0),
                 "arena": size.arena, "static": size.static_ram - size.arena,
                 "stack": result.stack_bytes, "instructions": result.instructions,
-                "tflm_cmsis_nn": anchor, "check": check_exact(path, project, result.outputs),
+                "tflm_cmsis_nn": anchor, "check": check_exact(path, project.sample_inputs()[0], result.outputs),
             }
             rows.append(row)
             ratio = f"{row['instructions'] / anchor:.2f}x" if anchor else "-"

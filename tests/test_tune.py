@@ -273,3 +273,35 @@ def test_tune_refuses_bad_requests_with_one_line(argv, message, tmp_path, capsys
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert main(["tune", str(DIGITS), "--board", BOARD, "-o", str(tmp_path / "r.txt")]) == 2
+
+
+def test_tuning_a_board_over_its_serial_port_with_a_flash_command(qemu_tools, tmp_path, capsys):
+    """The real-board path: each tuning firmware is "flashed" by the user's command, then
+    reached over --port. Here the board is QEMU started by that command with its UART on a
+    TCP port (pyserial's socket:// URL), so the bytes go through a real serial stack."""
+    import socket
+    import subprocess
+
+    from kiln.project_gen import get_board
+    from kiln.project_gen.qemu import qemu_args
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = qemu_args(get_board(BOARD))
+    args[args.index("stdio")] = f"tcp:127.0.0.1:{port},server=on,wait=off"
+    pid = tmp_path / "qemu.pid"
+    flash = (f"kill $(cat {pid}) 2>/dev/null; qemu-system-arm {' '.join(args)} -kernel {{elf}} "
+             f">/dev/null 2>&1 & echo $! > {pid}")
+    records = tmp_path / "board.jsonl"
+    try:
+        rc = main(["tune", str(DIGITS), "--board", BOARD, "--port", f"socket://127.0.0.1:{port}",
+                   "--flash-command", flash, "--repeat", "2", "-o", str(records)])
+    finally:
+        if pid.exists():
+            subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
+    assert rc == 0, capsys.readouterr().err
+    entries = [json.loads(line) for line in records.read_text().splitlines()]
+    assert entries and all(e["status"] == "ok" and e["unit"] == "cycles" for e in entries)
+    assert main(["tune", str(DIGITS), "--board", BOARD, "--flash-command", "true",
+                 "-o", str(records)]) == 2                    # a flash command needs a port

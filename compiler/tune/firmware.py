@@ -110,7 +110,8 @@ def _plan(graph: Graph, layers: list, variants: list[Variant]) -> Plan:
                                   kind="scratch",
                                   offset=_align(v.input_bytes) + _align(v.output_bytes)))
     arena = max((b.offset + b.size for b in buffers), default=16)
-    return Plan(buffers=buffers, arena_bytes=_align(arena), order="tuning")
+    return Plan(buffers=buffers, arena_bytes=_align(arena), order="tuning",
+                lower_bound=_align(arena))
 
 
 def tune_table_c(graph: Graph, variants: list[Variant], plan: Plan, version: str) -> str:
