@@ -275,33 +275,40 @@ def test_tune_refuses_bad_requests_with_one_line(argv, message, tmp_path, capsys
     assert main(["tune", str(DIGITS), "--board", BOARD, "-o", str(tmp_path / "r.txt")]) == 2
 
 
-def test_tuning_a_board_over_its_serial_port_with_a_flash_command(qemu_tools, tmp_path, capsys):
+def test_tuning_boards_over_their_serial_ports_with_a_flash_command(qemu_tools, tmp_path,
+                                                                    capsys):
     """The real-board path: each tuning firmware is "flashed" by the user's command, then
-    reached over --port. Here the board is QEMU started by that command with its UART on a
-    TCP port (pyserial's socket:// URL), so the bytes go through a real serial stack."""
+    reached over --port; two ports, two boards, two workers. Here each board is a QEMU the
+    command starts with its UART on a TCP port (pyserial's socket:// URL), so the bytes go
+    through a real serial stack."""
     import socket
     import subprocess
 
     from kiln.project_gen import get_board
     from kiln.project_gen.qemu import qemu_args
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    tcp_ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            tcp_ports.append(s.getsockname()[1])
     args = qemu_args(get_board(BOARD))
-    args[args.index("stdio")] = f"tcp:127.0.0.1:{port},server=on,wait=off"
-    pid = tmp_path / "qemu.pid"
-    flash = (f"kill $(cat {pid}) 2>/dev/null; qemu-system-arm {' '.join(args)} -kernel {{elf}} "
-             f">/dev/null 2>&1 & echo $! > {pid}")
+    args[args.index("stdio")] = "tcp:127.0.0.1:$P,server=on,wait=off"
+    flash = (f"P=$(echo {{port}} | sed 's/.*://'); kill $(cat {tmp_path}/$P.pid) 2>/dev/null; "
+             f"qemu-system-arm {' '.join(args)} -kernel {{elf}} >/dev/null 2>&1 & "
+             f"echo $! > {tmp_path}/$P.pid")
     records = tmp_path / "board.jsonl"
     try:
-        rc = main(["tune", str(DIGITS), "--board", BOARD, "--port", f"socket://127.0.0.1:{port}",
-                   "--flash-command", flash, "--repeat", "2", "-o", str(records)])
+        rc = main(["tune", str(DIGITS), "--board", BOARD, "--flash-command", flash,
+                   "--repeat", "2", "-o", str(records)] +
+                  [f"--port=socket://127.0.0.1:{p}" for p in tcp_ports])
     finally:
-        if pid.exists():
+        for pid in tmp_path.glob("*.pid"):
             subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
     assert rc == 0, capsys.readouterr().err
+    assert len(list(tmp_path.glob("*.pid"))) == 2                   # both boards were used
     entries = [json.loads(line) for line in records.read_text().splitlines()]
-    assert entries and all(e["status"] == "ok" and e["unit"] == "cycles" for e in entries)
+    assert len(entries) == 6
+    assert all(e["status"] == "ok" and e["unit"] == "cycles" for e in entries)
     assert main(["tune", str(DIGITS), "--board", BOARD, "--flash-command", "true",
                  "-o", str(records)]) == 2                    # a flash command needs a port

@@ -30,12 +30,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="tuning firmwares built and measured in parallel (QEMU instances)")
     p.add_argument("--repeat", type=int, default=5,
                    help="timed runs per candidate, after one warm-up (default 5)")
-    p.add_argument("--port", metavar="URL",
-                   help="a real board's serial port; each tuning firmware is flashed with "
-                        "--flash-command first")
+    p.add_argument("--port", metavar="URL", action="append", default=[],
+                   help="a real board's serial port (pyserial URL); repeat for several "
+                        "boards of the same kind, one worker each. Each tuning firmware is "
+                        "flashed with --flash-command first")
     p.add_argument("--flash-command", metavar="CMD",
                    help="shell command that flashes a firmware: {elf}, {bin}, {hex} are "
-                        "replaced by its files, e.g. 'st-flash write {bin} 0x08000000'")
+                        "replaced by its files and {port} by the board's port, e.g. "
+                        "'st-flash write {bin} 0x08000000'")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds one kernel run may take on the device (default 120)")
     p.set_defaults(handler=cmd_tune)
@@ -121,11 +123,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
               file=sys.stderr)
     options = TuneOptions(trials=args.trials, workers=args.workers,
                           measure=MeasureOptions(repeat=args.repeat, timeout=args.timeout,
-                                                 port=args.port,
+                                                 ports=args.port,
                                                  flash_command=args.flash_command))
     from .tuner import _unit
 
-    bar = ProgressBar(_unit(args.board, args.port))
+    bar = ProgressBar(_unit(args.board, args.port[0] if args.port else None))
     try:
         summary = tune(graph, args.board, records, options, progress=bar,
                        model_name=Path(args.model).stem)

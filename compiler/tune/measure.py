@@ -46,7 +46,7 @@ class MeasureOptions:
     repeat: int = 5
     warmup: int = 1
     timeout: float = 120.0
-    port: str | None = None               # a real board, already flashed by flash_command
+    ports: list[str] = field(default_factory=list)   # real boards: one worker per port
     flash_command: str | None = None      # e.g. "st-flash write {bin} 0x08000000"
     keep_dir: Path | None = None          # keep the tuning projects here (debugging)
 
@@ -94,9 +94,10 @@ def make_batch(candidates: list[tuple[Workload, dict]], target: Target, version:
 
 
 def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
-                  on_result: Callable[[Measurement], None]) -> float:
-    """Build the batch's firmware and measure every candidate in it; each result goes to
-    `on_result` as soon as it is known. Returns the seconds the build took."""
+                  on_result: Callable[[Measurement], None], port: str | None = None) -> float:
+    """Build the batch's firmware and measure every candidate in it, on QEMU (or the
+    host), or on the board at serial `port` after running the flash command; each result
+    goes to `on_result` as soon as it is known. Returns the seconds the build took."""
     from kiln.project_gen import create_project
     from kiln.project_gen.qemu import ticks_to_instructions
     from kiln.project_gen.rpc_client import RpcOptions
@@ -109,10 +110,10 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
         started = time.monotonic()
         project.build()
         build_s = time.monotonic() - started
-        if options.flash_command:
-            _flash(options.flash_command, project)
-        qemu = project.board.runs_on == "qemu" and options.port is None
-        with project.connect(port=options.port,
+        if port is not None and options.flash_command:
+            _flash(options.flash_command, project, port)
+        qemu = project.board.runs_on == "qemu" and port is None
+        with project.connect(port=port,
                              options=RpcOptions(command_timeout=options.timeout)) as session:
             _measure(session, variants, wanted, options, on_result,
                      (lambda t, hz: ticks_to_instructions(t, hz)) if qemu else
@@ -123,12 +124,12 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _flash(command: str, project) -> None:
+def _flash(command: str, project, port: str) -> None:
     from kiln.compiler.errors import BuildError
 
     build = project.path / "build"
     cmd = command.format(elf=build / "firmware.elf", bin=build / "firmware.bin",
-                         hex=build / "firmware.hex")
+                         hex=build / "firmware.hex", port=port)
     done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     if done.returncode != 0:
         raise BuildError(f"flash command failed ({done.returncode}): {cmd}\n"

@@ -4,6 +4,7 @@ kiln.compiler.tune)."""
 from __future__ import annotations
 
 import datetime
+import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -116,16 +117,21 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         raise InputError("trials, workers and repeat must be at least 1")
     _check_board(board)
     board_spec = get_board(board)
-    if board_spec.runs_on == "board" and options.measure.port is None:
+    ports = list(options.measure.ports)
+    if board_spec.runs_on == "board" and not ports:
         raise InputError(f"{board} is a real board: pass its serial port (--port) and a "
                          f"command that flashes a firmware (--flash-command)")
-    if options.measure.port is not None and options.workers > 1:
-        raise InputError("one serial port means one worker (--workers 1)")
+    if ports and len(set(ports)) != len(ports):
+        raise InputError("the same --port twice: one board per port")
+    workers = len(ports) if ports else options.workers
+    free_ports: queue.Queue[str] = queue.Queue()
+    for p in ports:
+        free_ports.put(p)
     target = target_for(board)
     started = time.monotonic()
     g = optimize_graph(graph)
     workloads = extract_workloads(g, target)
-    unit = _unit(board, options.measure.port)
+    unit = _unit(board, ports[0] if ports else None)
     session = f"{model_name or g.name}@{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"
     searches: dict[str, Search] = {}
     already = 0
@@ -183,15 +189,23 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     ram = None if board_spec.is_host else board_spec.ram.size - board_spec.stack_bytes - 64 * 1024
     batches_run = 0
     report_progress()
-    with ThreadPoolExecutor(max_workers=options.workers) as pool:
+    def run_batch(batch: Batch) -> float:
+        if not ports:
+            return measure_batch(batch, target, options.measure, on_result)
+        port = free_ports.get()          # one batch per board at a time
+        try:
+            return measure_batch(batch, target, options.measure, on_result, port)
+        finally:
+            free_ports.put(port)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         while True:
             items = [(w, k) for w in workloads for k in searches[w.key].next_round()]
             if not items:
                 break
-            batches = [b for group in _split(items, options.workers)
+            batches = [b for group in _split(items, workers)
                        for b in _fitting_batches(group, target, flash, ram)]
-            futures = [pool.submit(measure_batch, b, target, options.measure, on_result)
-                       for b in batches]
+            futures = [pool.submit(run_batch, b) for b in batches]
             for f in futures:
                 f.result()          # a failed build or a dead link ends the run here
             batches_run += len(batches)
