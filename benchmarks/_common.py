@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -13,17 +14,10 @@ MLPERF = {"KWS": "kws_ref_model", "VWW": "vww_96_int8", "IC": "pretrainedResnet_
           "AD": "ad01_int8"}
 
 # Instructions per Invoke() of TFLM on QEMU, same compiler (../shared/ANCHORS.md): with its
-# reference kernels (measured on mps2-an386 only) and with CMSIS-NN.
-TFLM_REFERENCE = {
-    "mps2-an386": {"kws_ref_model": 43_041_675, "vww_96_int8": 100_251_540,
-                   "pretrainedResnet_quant": 107_402_211, "ad01_int8": 1_952_271},
-}
-TFLM_CMSIS_NN = {
-    "mps2-an386": {"kws_ref_model": 7_698_888, "vww_96_int8": 24_101_962,
-                   "pretrainedResnet_quant": 29_863_456, "ad01_int8": 582_950},
-    "mps2-an500": {"kws_ref_model": 7_644_685, "vww_96_int8": 24_025_588,
-                   "pretrainedResnet_quant": 30_026_666, "ad01_int8": 583_248},
-}
+# reference kernels (measured on mps2-an386 only) and with CMSIS-NN. tests/ read it too.
+_ANCHORS = json.loads((REPO / "benchmarks" / "anchors.json").read_text())
+TFLM_REFERENCE: dict[str, dict[str, int]] = _ANCHORS["tflm_reference"]
+TFLM_CMSIS_NN: dict[str, dict[str, int]] = _ANCHORS["tflm_cmsis_nn"]
 
 
 def check_exact(model: Path, inputs: list, outputs: list) -> str:

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from .compile import DEFAULT_OPTIMIZE
+from .compile import DEFAULT_OPTIMIZE, flash_fit_note
 from .arrays_io import read_inputs, write_outputs
 from .errors import InputError, KilnError
 
@@ -116,6 +116,9 @@ def cmd_compile(args) -> int:
     print(f"wrote {', '.join(sorted(art.files))} to {out}")
     print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
     print(_memory_line(art))
+    note = flash_fit_note(r)
+    if note:
+        print(note)
     if args.tuning_records:
         t = r["tuning"]
         print(f"kernel variants of {t['tuned_layers']} of {t['tunable_layers']} tunable layers "

@@ -7,6 +7,7 @@ import tomllib
 
 from .artifact import Artifact
 from .codegen import generate, weights_bytes
+from .codegen.fit import fit_weights
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
 from .errors import BoardError
@@ -29,12 +30,29 @@ def _check_board(board: str) -> None:
         raise BoardError(f"unknown board {board!r}; known boards: {', '.join(known) or 'host'}")
 
 
+# Flash a firmware needs besides the weights (kiln's runtime, kernels, RPC server, startup:
+# 14-18 KB for the MLPerf models on Cortex-M4), kept free when choosing variants to fit.
+CODE_RESERVE_BYTES = 32 * 1024
+
+
+def _board_spec(board: str) -> dict:
+    with open(boards_dir() / f"{board}.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def weights_budget(board: str) -> int | None:
+    """Bytes of flash the weights may take on `board` (None: no limit, the host)."""
+    if board == "host":
+        return None
+    flash = _board_spec(board).get("flash", {}).get("size")
+    return None if flash is None else int(flash) - CODE_RESERVE_BYTES
+
+
 def target_for(board: str) -> Target:
     """The CPU features of `board` that kernel variants depend on (boards/<board>.toml)."""
     if board == "host":
         return Target()
-    with open(boards_dir() / f"{board}.toml", "rb") as f:
-        spec = tomllib.load(f)
+    spec = _board_spec(board)
     return Target(board=board, cpu=str(spec.get("cpu", "")), dsp=bool(spec.get("dsp", False)))
 
 
@@ -62,13 +80,27 @@ def tuned_knobs(graph: Graph, target: Target, records: Records) -> dict[int, dic
     return knobs
 
 
+def flash_fit_note(report: dict) -> str | None:
+    """One line on the layers compile() moved to smaller-weight variants, if any."""
+    moves = report.get("flash_fit") or []
+    if not moves:
+        return None
+    saved = sum(m["saved_bytes"] for m in moves)
+    layers = ", ".join(f"{m['layer']} ({m['to'].get('variant')})" for m in moves)
+    return (f"weights exceed the flash of {report['board']} with the fastest variants: "
+            f"layer(s) {layers} use variants with int8 weights ({saved:,} B saved, "
+            f"some speed lost)")
+
+
 def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A001
             optimize: str = DEFAULT_OPTIMIZE) -> Artifact:
     """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input.
 
     `tuning_records` (a .jsonl path or a kiln.compiler.tune.Records) picks each tunable
     layer's kernel variant: the fastest record of its workload on this board; layers
-    without one keep the default variant.
+    without one keep the default variant. When the weights then exceed the board's flash
+    (less CODE_RESERVE_BYTES), layers move to variants with smaller weights
+    (kiln.compiler.codegen.fit; report["flash_fit"] lists the moves).
     `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
     "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
     the input it reads last wherever that lowers the peak, "memory" wherever it can."""
@@ -76,9 +108,18 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     records = as_records(tuning_records)
     g = optimize_graph(graph)
     target = target_for(board)
-    layer_knobs = tuned_knobs(g, target, records) if records is not None else {}
+    tuned = tuned_knobs(g, target, records) if records is not None else {}
+    layer_knobs = dict(tuned)
     files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
                                            optimize=optimize)
+    budget = weights_budget(board)
+    moves: list[dict] = []
+    if budget is not None and weights_bytes(consts) > budget:
+        layer_knobs, moves = fit_weights(g, target, layer_shapes(g, target), layer_knobs,
+                                         weights_bytes(consts), budget)
+        if moves:
+            files, plan, layers, consts = generate(g, KILN_VERSION, target,
+                                                   layer_knobs=layer_knobs, optimize=optimize)
     workload_keys = {i: workload_key(e.op.type, e.code.shape) for i, e in enumerate(layers)
                      if e.code.shape is not None}
     offsets = {b.name: b.offset for b in plan.buffers}
@@ -100,14 +141,17 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),
+        "weights_budget_bytes": budget,
+        # Layers moved to variants with smaller weights so the model fits the flash.
+        "flash_fit": moves,
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
-                   "tunable_layers": len(workload_keys), "tuned_layers": len(layer_knobs)},
+                   "tunable_layers": len(workload_keys), "tuned_layers": len(tuned)},
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
                  "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
                  "macs": e.code.macs, "kernel": e.code.kernel,
                  **({"knobs": e.code.knobs} if e.code.knobs else {}),
-                 **({"workload": workload_keys[i], "tuned": i in layer_knobs}
+                 **({"workload": workload_keys[i], "tuned": i in tuned}
                     if i in workload_keys else {}),
                  "scratch_bytes": e.code.scratch_bytes} for i, e in enumerate(layers)],
         "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,

@@ -18,6 +18,7 @@ import numpy as np
 
 from kiln.compiler.arrays_io import read_inputs, write_outputs
 from kiln.compiler.cli import add_optimize_argument
+from kiln.compiler.compile import flash_fit_note
 from kiln.compiler.errors import InputError
 
 from .boards import list_boards
@@ -116,6 +117,9 @@ def cmd_project_create(args: argparse.Namespace) -> int:
                              mode=args.mode, inputs=inputs, force=args.force,
                              inputs_origin=", ".join(args.input) if args.input else None,
                              tuning_records=args.tuning_records, optimize=args.optimize)
+    note = flash_fit_note(project.manifest)
+    if note:
+        print(note)
     print(f"created {project.path} ({project.mode}, {project.board.name}); "
           f"build it with `kiln project build {project.path}` or `make -C {project.path}`")
     return 0

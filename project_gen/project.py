@@ -106,7 +106,8 @@ class Project:
             overflows = linker_overflows(log)
             if overflows:
                 raise overflow_error(self.model_name, self.board, overflows)
-            first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()),
+            # The compiler's own "error:" line (command lines carry -Werror, so not "error").
+            first = next((ln.strip() for ln in log.splitlines() if "error:" in ln.lower()),
                          log.strip().splitlines()[-1] if log.strip() else "no output")
             raise BuildError(f"building {self.path} failed: {first} "
                              f"(full log: {self.path / 'build' / 'build.log'})")

@@ -1,10 +1,14 @@
-"""The SIMD variants of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED vs tflite-micro.
+"""Every kernel variant of CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED vs tflite-micro.
 
-Compiled for mps2-an386 (Cortex-M4, DSP extension), a model gets kiln_conv2d_gemm_s8,
-kiln_dwconv2d_3x3_s8 and kiln_fully_connected_rows_s8 with filters packed at compile time.
+Compiled for mps2-an386 (Cortex-M4, DSP extension), a layer can run any of the variants
+`candidates()` lists for it (kiln_conv2d_gemm_s8 and its oc4 / int8-weight twins,
+kiln_dwconv2d_3x3_s8, kiln_fully_connected_rows[2|8]_s8, the plain kernels), each with
+its filter packed at compile time. A model of many layers is compiled once per "round":
+round i forces every layer to its i-th candidate (through tuning records, as a tuner's
+choice would), so every candidate of every layer is built and compared exactly with TFLM.
 The same C runs here on the host (plain C twins of the dual-MAC intrinsics) and under
-QEMU (the SMLAD path): both are compared exactly with TFLM on the same random cases as
-tests/test_ops_conv.py. QEMU tests build one firmware for many layers.
+QEMU (the SMLAD path), on the random cases of tests/test_ops_conv.py and named tail
+cases (channels or rows not a multiple of the block, odd pixel counts, padding, strides).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from conftest import MLPERF_INT8, model_path, require_tool
 from kiln.compiler.codegen.lowering import Target
 from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, conv2d_variant,
                                             dwconv2d_variant, fully_connected_variant,
-                                            requant_fast)
+                                            pack_conv2d_filter, pack_fc_filter, requant_fast)
 from kiln.compiler.errors import ModelError
 from kiln.compiler.numerics import requantize
 from kiln.compiler.paths import crt_dir
+from kiln.compiler.tune import Records, workload_key
+from kiln.compiler.tune.workloads import layer_shapes
 from reference import assert_equal_exact, run_reference
 from test_ops_conv import (Case, _build, conv_case, dwconv_case, fc_case, run_cases,
                            run_dwconv_cases)
@@ -32,10 +38,73 @@ from tflite_builder import TensorSpec, rand_int8
 BOARD = "mps2-an386"
 DSP = Target(board=BOARD, cpu="cortex-m4", dsp=True)
 SIMD_KERNELS = {"kiln_conv2d_gemm_s8", "kiln_dwconv2d_3x3_s8", "kiln_fully_connected_rows_s8"}
+ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8",
+                                   "kiln_fully_connected_rows2_s8",
+                                   "kiln_fully_connected_rows8_s8"}
+SIMD_VARIANTS = {"gemm", "3x3", "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
     return [layer["kernel"] for layer in art.report["ops"]]
+
+
+# --- rounds: every layer forced to its i-th candidate ---------------------------------------
+
+def layer_candidates(model: bytes, simd_only: bool = False) -> dict[int, tuple[str, list[dict]]]:
+    """step → (workload key, candidates) of every tunable layer of `model` on BOARD
+    (`simd_only`: the SIMD variants alone, for QEMU, where only they differ from the host)."""
+    graph = kc.compile(kc.load(model), board=BOARD, optimize="speed").graph
+    out = {}
+    for step, (op, shape) in layer_shapes(graph, DSP).items():
+        options = [k for k in candidates(op, shape, DSP)
+                   if not simd_only or k["variant"] in SIMD_VARIANTS]
+        if options:
+            out[step] = (workload_key(op, shape), options)
+    return out
+
+
+def compile_round(model: bytes, layers: dict[int, tuple[str, list[dict]]], i: int,
+                  optimize: str = "speed") -> kc.Artifact:
+    """`model` for BOARD with every layer forced to its i-th candidate (its last when it
+    has fewer), through tuning records; checks that each layer got it."""
+    want = {step: options[min(i, len(options) - 1)] for step, (_, options) in layers.items()}
+    records = Records(entries=[
+        {"workload": layers[step][0], "board": BOARD, "knobs": k, "status": "ok",
+         "cycles": {"median": 1, "min": 1, "max": 1}} for step, k in want.items()])
+    art = kc.compile(kc.load(model), board=BOARD, tuning_records=records, optimize=optimize)
+    got = {op["index"]: op.get("knobs") for op in art.report["ops"]}
+    assert all(got[step] == k for step, k in want.items()), (want, got)
+    return art
+
+
+def rounds(layers: dict[int, tuple[str, list[dict]]]) -> int:
+    return max(len(options) for _, options in layers.values())
+
+
+def run_every_candidate(cases: list[Case], seed: int) -> set[str]:
+    """Every round of `cases` on the host against TFLM (same inputs); returns the kernels
+    that ran."""
+    model = _build(cases)
+    ref = run_reference(_reference_model(cases), _inputs(cases, np.random.default_rng(seed)))
+    layers = layer_candidates(model)
+    kernels: set[str] = set()
+    failures = []
+    for i in range(rounds(layers)):
+        art = compile_round(model, layers, i)
+        kernels |= set(_kernels(art))
+        got = art.run(*_inputs(cases, np.random.default_rng(seed)))
+        for step, (c, g, w) in enumerate(zip(cases, got, ref)):
+            try:
+                assert_equal_exact(g, w, f"{c.label} {art.report['ops'][step].get('knobs')}")
+            except AssertionError as e:
+                failures.append(str(e))
+    assert not failures, "\n".join(failures)
+    return kernels
+
+
+def _inputs(cases: list[Case], rng: np.random.Generator) -> list[np.ndarray]:
+    return [rand_int8(t.shape, rng, c.x_low, c.x_high)
+            for c in cases for t in c.inputs if t is not None and t.data is None]
 
 
 # --- cases -------------------------------------------------------------------------------
@@ -62,6 +131,25 @@ def gemm_cases(seed: int, n: int) -> list[Case]:
         conv_case(rng, n + 8, x_zp=127, y_zp=-128, act="RELU", groups=1, cin=8),
         conv_case(rng, n + 9, bias=False, groups=1),
     ]
+    return cases
+
+
+def gemm_tail_cases(seed: int) -> list[Case]:
+    """Output channels around every block size (oc4: 4 + 2 + 1 blocks), odd and single
+    pixel counts, depth not a multiple of 4, padding, stride 2, 1x1."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, (cout, cin, k, h, w, stride, padding) in enumerate([
+            (1, 3, 3, 5, 5, 1, "SAME"), (2, 5, 3, 4, 3, 2, "SAME"), (3, 6, 2, 3, 3, 1, "VALID"),
+            (4, 7, 3, 7, 1, 1, "SAME"), (5, 4, 3, 5, 3, 2, "VALID"), (6, 1, 5, 9, 7, 2, "SAME"),
+            (7, 8, 1, 3, 5, 1, "VALID"), (9, 2, 3, 6, 6, 2, "SAME"), (12, 16, 3, 5, 5, 1, "SAME"),
+            (13, 12, 1, 4, 4, 2, "VALID"), (15, 3, 3, 1, 1, 1, "SAME"),
+            (10, 10, 4, 10, 9, 1, "SAME")]):
+        cases.append(conv_case(rng, 100 + i, cin=cin, cout=cout, kh=k, kw=k, sh=stride,
+                               sw=stride, dh=1, dw=1, padding=padding, h=h, w=w, groups=1,
+                               n=1 + i % 2))
+    cases.append(conv_case(rng, 120, cin=5, cout=11, kh=3, kw=2, dh=2, dw=1, sh=1, sw=1,
+                           padding="SAME", h=7, w=6, groups=1, act="RELU6"))    # dilated
     return cases
 
 
@@ -94,6 +182,16 @@ def fc_rows_cases(seed: int, n: int) -> list[Case]:
         fc_case(rng, n + 4, keep_dims=(2, 3), per_channel=False, depth=12, units=5, w_zp=4),
     ]
     return cases
+
+
+def fc_tail_cases(seed: int) -> list[Case]:
+    """Units around every row block (rows8: 8 + 4 + 2 + 1 blocks), depth not a multiple
+    of 4, several batches."""
+    rng = np.random.default_rng(seed)
+    return [fc_case(rng, 200 + i, units=units, depth=depth, batches=1 + i % 3)
+            for i, (units, depth) in enumerate([
+                (1, 5), (2, 8), (3, 1), (5, 13), (6, 16), (7, 3), (8, 30), (9, 7), (10, 64),
+                (11, 9), (12, 20), (13, 11), (14, 4), (15, 33), (16, 2), (17, 17), (23, 40)])]
 
 
 def dead_channel_case(rng: np.random.Generator) -> Case:
@@ -146,10 +244,16 @@ def _reference_model(cases: list[Case]) -> bytes:
 
 # --- host: the plain C path ---------------------------------------------------------------
 
-def test_gemm_on_host():
+def test_gemm_is_the_default_on_host():
     art = run_cases(gemm_cases(101, 50), seed=11, board=BOARD)
     kernels = _kernels(art)
     assert kernels.count("kiln_conv2d_gemm_s8") >= 0.8 * len(kernels), kernels
+
+
+def test_every_conv2d_candidate_on_host():
+    kernels = run_every_candidate(gemm_cases(111, 24) + gemm_tail_cases(112), seed=15)
+    assert kernels >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8",
+                       "kiln_conv2d_gemm_w8_s8", "kiln_conv2d_1x1_s8", "kiln_conv2d_s8"}
 
 
 def test_dwconv_3x3_on_host():
@@ -158,10 +262,36 @@ def test_dwconv_3x3_on_host():
     assert kernels.count("kiln_dwconv2d_3x3_s8") >= 0.8 * len(kernels), kernels
 
 
+def test_every_dwconv_candidate_on_host():
+    kernels = run_every_candidate(dw3x3_cases(212, 12), seed=16)
+    assert kernels >= {"kiln_dwconv2d_3x3_s8", "kiln_dwconv2d_s8"}
+
+
 def test_fully_connected_rows_on_host():
     art = run_cases(fc_rows_cases(303, 50), seed=13, board=BOARD)
     kernels = _kernels(art)
     assert kernels.count("kiln_fully_connected_rows_s8") >= 0.8 * len(kernels), kernels
+
+
+def test_every_fully_connected_candidate_on_host():
+    kernels = run_every_candidate(fc_rows_cases(313, 20) + fc_tail_cases(314), seed=17)
+    assert kernels >= {"kiln_fully_connected_rows_s8", "kiln_fully_connected_rows2_s8",
+                       "kiln_fully_connected_rows8_s8", "kiln_fully_connected_s8"}
+
+
+def test_every_gemm_candidate_banded_in_place_on_host():
+    """KWS with optimize="memory": each gemm variant runs as its banded twin (output over
+    its input, crt/kernels/inplace.h) and the model still matches TFLM."""
+    model = model_path("kws_ref_model").read_bytes()
+    layers = layer_candidates(model, simd_only=True)
+    arts = [compile_round(model, layers, i, optimize="memory") for i in range(rounds(layers))]
+    x = rand_int8(arts[0].report["inputs"][0]["shape"], np.random.default_rng(18))
+    want = run_reference(model, [x])
+    for i, art in enumerate(arts):
+        for j, (g, w) in enumerate(zip(art.run(x), want)):
+            assert_equal_exact(g, w, f"kws output {j}, round {i}, optimize=memory")
+    banded = {o["kernel"] for art in arts for o in art.report["overlaps"] if o["banded"]}
+    assert banded >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8"}
 
 
 def test_dead_channels_and_big_scales():
@@ -192,13 +322,24 @@ def test_variant_choice_follows_the_target():
                       padding=(1, 1))
     assert conv2d_variant(conv, Target()).kernel == "kiln_conv2d_s8"
     v = conv2d_variant(conv, DSP)
-    assert (v.kernel, v.knobs, v.scratch) == (
-        "kiln_conv2d_gemm_s8", {"variant": "gemm", "oc_block": 2, "px_block": 2}, 4 * 144 + 48)
+    gemm = {"variant": "gemm", "oc_block": 2, "px_block": 2, "weights": "s16"}
+    assert (v.kernel, v.knobs, v.scratch) == ("kiln_conv2d_gemm_s8", gemm, 4 * 144 + 48)
     assert conv2d_variant(conv, DSP, {"variant": "generic"}).kernel == "kiln_conv2d_s8"
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, {"variant": "1x1"})
+    with pytest.raises(ModelError, match="not a candidate"):
+        conv2d_variant(conv, DSP, dict(gemm, oc_block=4, weights="s8"))
+    # Every int16 gemm before the int8-weight one (slower: a tuner takes it for flash).
+    assert [(k["variant"], k.get("oc_block"), k.get("weights"))
+            for k in candidates("CONV_2D", conv, DSP)] == [
+        ("gemm", 2, "s16"), ("gemm", 4, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
+    for knobs, kernel in ((dict(gemm, oc_block=4), "kiln_conv2d_gemm_oc4_s8"),
+                          (dict(gemm, weights="s8"), "kiln_conv2d_gemm_w8_s8")):
+        assert (conv2d_variant(conv, DSP, knobs).kernel,
+                conv2d_variant(conv, DSP, knobs).scratch) == (kernel, 4 * 144 + 48)
     pw = LayerShape(input=(1, 8, 8, 6), filter=(32, 1, 1, 6), output=(1, 8, 8, 32))
-    assert [k["variant"] for k in candidates("CONV_2D", pw, DSP)] == ["gemm", "1x1", "generic"]
+    assert [k["variant"] for k in candidates("CONV_2D", pw, DSP)] == [
+        "gemm", "gemm", "gemm", "1x1", "generic"]
     assert conv2d_variant(pw, DSP).scratch == 4 * 8 + 8          # rows of 6 padded to 8
     grouped = LayerShape(input=(1, 8, 8, 16), filter=(16, 3, 3, 8), output=(1, 8, 8, 16))
     assert [k["variant"] for k in candidates("CONV_2D", grouped, DSP)] == ["generic"]
@@ -218,6 +359,35 @@ def test_variant_choice_follows_the_target():
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
     assert fully_connected_variant(fc, DSP).scratch == 64
     assert fully_connected_variant(fc, Target()).kernel == "kiln_fully_connected_s8"
+    assert [(fully_connected_variant(fc, DSP, k).kernel, k.get("row_block"))
+            for k in candidates("FULLY_CONNECTED", fc, DSP)] == [
+        ("kiln_fully_connected_rows_s8", 4), ("kiln_fully_connected_rows2_s8", 2),
+        ("kiln_fully_connected_rows8_s8", 8), ("kiln_fully_connected_s8", None)]
+    assert {fully_connected_variant(fc, DSP, k).scratch
+            for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0}
+
+
+def test_packing_follows_the_kernels_block_order():
+    """Blocks of the knob's size, then halving blocks for the rest, per group of four k:
+    pair-major for CONV_2D ([A of each channel][B of each channel]), row-major for
+    FULLY_CONNECTED; the int8 layout keeps four k per word, k0 lowest."""
+    ch = np.arange(1, 8, dtype=np.int8)[:, None, None, None] * np.ones((1, 1, 1, 4), np.int8)
+    ch[:, 0, 0, 1] += 10                      # channel c: k = (c, c + 10, c, c)
+    a = lambda c: c | (c << 16)               # noqa: E731  (k0, k2) of channel c
+    b = lambda c: (c + 10) | (c << 16)        # noqa: E731  (k1, k3)
+    words = pack_conv2d_filter(ch, 4, "s16").view(np.uint32).tolist()
+    assert words == [a(1), a(2), a(3), a(4), b(1), b(2), b(3), b(4),
+                     a(5), a(6), b(5), b(6), a(7), b(7)]
+    assert pack_conv2d_filter(ch, 2, "s16").view(np.uint32).tolist() == [
+        a(1), a(2), b(1), b(2), a(3), a(4), b(3), b(4), a(5), a(6), b(5), b(6), a(7), b(7)]
+    w8 = lambda c: c | ((c + 10) << 8) | (c << 16) | (c << 24)   # noqa: E731
+    assert pack_conv2d_filter(ch, 2, "s8").view(np.uint32).tolist() == [
+        w8(1), w8(2), w8(3), w8(4), w8(5), w8(6), w8(7)]
+    rows = ch.reshape(7, 4)
+    fc = pack_fc_filter(rows, 0, 8).view(np.uint32).tolist()
+    assert fc == [v for c in range(1, 8) for v in (a(c), b(c))]   # 4 + 2 + 1, row-major
+    assert pack_fc_filter(rows[:3], 0, 2).view(np.uint32).tolist() == [
+        a(1), b(1), a(2), b(2), a(3), b(3)]
 
 
 _C_MAIN = r"""
@@ -249,10 +419,15 @@ int main(void)
     const kiln_dims_t in_a = {1, 9, 9, 16}, f_a = {32, 3, 3, 16};
     const kiln_dims_t in_b = {1, 9, 9, 3}, f_b = {8, 3, 3, 3};
     const kiln_dims_t fc_f = {10, 1, 1, 30};
-    printf("sizes %d %d %d %d\n", (int)kiln_conv2d_gemm_s8_get_buffer_size(&in_a, &f_a),
+    printf("sizes %d %d %d %d %d %d %d %d\n",
+           (int)kiln_conv2d_gemm_s8_get_buffer_size(&in_a, &f_a),
            (int)kiln_conv2d_gemm_s8_get_buffer_size(&in_b, &f_b),
+           (int)kiln_conv2d_gemm_oc4_s8_get_buffer_size(&in_b, &f_b),
+           (int)kiln_conv2d_gemm_w8_s8_get_buffer_size(&in_b, &f_b),
            (int)kiln_dwconv2d_3x3_s8_get_buffer_size(&in_a),
-           (int)kiln_fully_connected_rows_s8_get_buffer_size(&fc_f));
+           (int)kiln_fully_connected_rows_s8_get_buffer_size(&fc_f),
+           (int)kiln_fully_connected_rows2_s8_get_buffer_size(&fc_f),
+           (int)kiln_fully_connected_rows8_s8_get_buffer_size(&fc_f));
 
     /* Bad arguments are refused. */
     static int32_t words[64];
@@ -286,9 +461,23 @@ int main(void)
                                          &fc_out, y));
     REFUSED(kiln_fully_connected_rows_s8(&small, &fp, q, &fc_in, x, &f1, words, bias,
                                          &fc_out, y));
+    REFUSED(kiln_conv2d_gemm_oc4_s8(&small, &p, q, &in, x, &f1, words, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_oc4_s8(&ctx, &p, q, &in, x, &f1, odd_w, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_w8_s8(&odd, &p, q, &in, x, &f1, words, bias, &out, y));
+    REFUSED(kiln_conv2d_gemm_w8_s8(&ctx, &p, q, &in, x, &f1, words, bias, &wrong, y));
+    REFUSED(kiln_fully_connected_rows2_s8(&ctx, &fp_off, q, &fc_in, x, &f1, words, bias,
+                                          &fc_out, y));
+    REFUSED(kiln_fully_connected_rows8_s8(&small, &fp, q, &fc_in, x, &f1, words, bias,
+                                          &fc_out, y));
     ACCEPTED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, y));
     ACCEPTED(kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf, words, bias, &out, y));
     ACCEPTED(kiln_fully_connected_rows_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias, &fc_out, y));
+    ACCEPTED(kiln_conv2d_gemm_oc4_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, y));
+    ACCEPTED(kiln_conv2d_gemm_w8_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, y));
+    ACCEPTED(kiln_fully_connected_rows2_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias,
+                                           &fc_out, y));
+    ACCEPTED(kiln_fully_connected_rows8_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias,
+                                           &fc_out, y));
     printf("mismatches %ld refused %d accepted %d\n", bad, refused, accepted);
     return 0;
 }
@@ -307,41 +496,52 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
                                                  "fully_connected_rows.c"))], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
                          timeout=120).stdout
-    assert "mismatches 0 refused 10 accepted 3" in out, out
+    assert "mismatches 0 refused 16 accepted 7" in out, out
     sizes = [int(v) for v in out.split("sizes ")[1].split("\n")[0].split()]
     shapes = [LayerShape(input=(1, 9, 9, 16), filter=(32, 3, 3, 16), output=(1, 9, 9, 32)),
               LayerShape(input=(1, 9, 9, 3), filter=(8, 3, 3, 3), output=(1, 9, 9, 8))]
-    assert sizes[:2] == [conv2d_variant(s, DSP).scratch for s in shapes]
+    gemm = [k for k in candidates("CONV_2D", shapes[1], DSP) if k["variant"] == "gemm"]
+    assert sizes[:4] == [conv2d_variant(shapes[0], DSP).scratch] + [
+        conv2d_variant(shapes[1], DSP, k).scratch for k in gemm]
     dw = LayerShape(input=(1, 9, 9, 16), filter=(1, 3, 3, 16), output=(1, 9, 9, 16))
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
-    assert sizes[2:] == [dwconv2d_variant(dw, DSP).scratch,
-                         fully_connected_variant(fc, DSP).scratch]
+    assert sizes[4] == dwconv2d_variant(dw, DSP).scratch
+    assert sizes[5:] == [fully_connected_variant(fc, DSP, {"variant": "rows", "row_block": b})
+                         .scratch for b in (4, 2, 8)]
 
 
 def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):
-    """A model of SIMD layers built with -fsanitize=address,undefined matches TFLM."""
+    """A model of SIMD layers, every round, built with -fsanitize=address,undefined,
+    matches TFLM: no packed layout makes a kernel read past its filter or scratch."""
     require_tool("cc")
     from kiln.compiler.host_build import build_executable
     from test_ops_conv import _sanitizer_main
-    cases = gemm_cases(505, 6) + dw3x3_cases(506, 4) + fc_rows_cases(507, 4)
+    cases = (gemm_cases(505, 6) + gemm_tail_cases(509)[::2] + dw3x3_cases(506, 4) +
+             fc_rows_cases(507, 4) + fc_tail_cases(510)[::2])
+    model = _build(cases)
     rng = np.random.default_rng(508)
-    art = kc.compile(kc.load(_build(cases)), board=BOARD)
-    assert set(_kernels(art)) <= SIMD_KERNELS | {"kiln_conv2d_s8"}
-    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
-    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                           tmp_path / "build", sanitize=True)
-    xs = [rand_int8(spec["shape"], rng) for spec in art.report["inputs"]]
-    args = [str(exe)]
-    for i, x in enumerate(xs):
-        (tmp_path / f"in{i}.bin").write_bytes(x.tobytes())
-        args.append(str(tmp_path / f"in{i}.bin"))
-    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    layers = layer_candidates(model, simd_only=True)
+    xs = _inputs(cases, rng)
     want = run_reference(_reference_model(cases), xs)
-    for j, (c, w) in enumerate(zip(cases, want)):
-        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
-        assert_equal_exact(got, w.reshape(-1), c.label + " under sanitizers")
+    kernels: set[str] = set()
+    for i in range(rounds(layers)):
+        art = compile_round(model, layers, i)
+        kernels |= set(_kernels(art))
+        sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+        out = tmp_path / f"round{i}"
+        exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
+                               out / "build", sanitize=True)
+        args = [str(exe)]
+        for j, x in enumerate(xs):
+            (out / f"in{j}.bin").write_bytes(x.tobytes())
+            args.append(str(out / f"in{j}.bin"))
+        args += [str(out / f"out{j}.bin") for j in range(len(cases))]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+        for j, (c, w) in enumerate(zip(cases, want)):
+            got = np.frombuffer((out / f"out{j}.bin").read_bytes(), dtype=np.int8)
+            assert_equal_exact(got, w.reshape(-1), f"{c.label} round {i} under sanitizers")
+    assert kernels >= ALL_SIMD_KERNELS
 
 
 # --- QEMU mps2-an386: the SMLAD path -------------------------------------------------------
@@ -354,28 +554,33 @@ CMSIS_NN = {"kws_ref_model": 7_698_888, "vww_96_int8": 24_101_962,
 @pytest.mark.cross
 @pytest.mark.qemu
 def test_simd_layers_on_qemu(tmp_path):
-    """One firmware of many single-op layers (every SIMD variant and its edge cases)."""
+    """One firmware of many single-op layers per round of SIMD candidates (every SIMD
+    variant and its edge cases, on the SMLAD path)."""
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
     from kiln.project_gen import create_project
-    cases = (gemm_cases(601, 20) + dw3x3_cases(602, 12) + fc_rows_cases(603, 16) +
+    cases = (gemm_cases(601, 16) + gemm_tail_cases(606) + dw3x3_cases(602, 10) +
+             fc_rows_cases(603, 12) + fc_tail_cases(607) +
              [dead_channel_case(np.random.default_rng(604))])
     model = _build(cases)
-    art = kc.compile(kc.load(model), board=BOARD)
-    assert set(_kernels(art)) >= SIMD_KERNELS
+    layers = layer_candidates(model, simd_only=True)
     rng = np.random.default_rng(605)
-    xs = [rand_int8(spec["shape"], rng, c.x_low, c.x_high)
-          for spec, c in zip(art.report["inputs"], cases)]
-    p = create_project(art, board=BOARD, out_dir=tmp_path / "p", inputs=xs)
-    got = p.run(timeout=120).outputs
+    xs = _inputs(cases, rng)
     want = run_reference(_reference_model(cases), xs)
     failures = []
-    for c, g, w in zip(cases, got, want):
-        try:
-            assert_equal_exact(g, w, c.label + " on QEMU")
-        except AssertionError as e:
-            failures.append(str(e))
+    kernels: set[str] = set()
+    for i in range(rounds(layers)):
+        art = compile_round(model, layers, i)
+        kernels |= set(_kernels(art))
+        p = create_project(art, board=BOARD, out_dir=tmp_path / f"p{i}", inputs=xs)
+        got = p.run(timeout=120).outputs
+        for c, g, w in zip(cases, got, want):
+            try:
+                assert_equal_exact(g, w, f"{c.label} on QEMU, round {i}")
+            except AssertionError as e:
+                failures.append(str(e))
     assert not failures, "\n".join(failures)
+    assert kernels >= ALL_SIMD_KERNELS
 
 
 @pytest.mark.cross

@@ -1,24 +1,34 @@
-"""The four MLPerf Tiny int8 models as standalone firmware on QEMU mps2-an386, vs tflite-micro."""
+"""The four MLPerf Tiny int8 models as standalone firmware on QEMU, tuned with the committed
+records (benchmarks/records/<board>.jsonl): outputs identical to tflite-micro, and at most
+0.6x the instructions of TFLM + CMSIS-NN on the same QEMU machine (benchmarks/anchors.json)."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
-from conftest import MLPERF_INT8, model_path, require_tool
+from conftest import MLPERF_INT8, REPO, model_path, require_tool
 from reference import run_reference
 
 from kiln.project_gen import create_project
 
 pytestmark = [pytest.mark.cross, pytest.mark.qemu, pytest.mark.slow]
 
+ANCHORS = json.loads((REPO / "benchmarks" / "anchors.json").read_text())["tflm_cmsis_nn"]
+GOAL = 0.6
 
+
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an500"])
 @pytest.mark.parametrize("model", MLPERF_INT8)
-def test_mlperf_bit_exact_on_mps2_an386(tmp_path, model):
+def test_mlperf_tuned_bit_exact_and_fast(tmp_path, model, board):
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
     path = model_path(model)
-    p = create_project(path, board="mps2-an386", out_dir=tmp_path / "p")
+    records = REPO / "benchmarks" / "records" / f"{board}.jsonl"
+    p = create_project(path, board=board, out_dir=tmp_path / "p",
+                       tuning_records=records if records.exists() else None)
     size = p.build()
     r = p.run()
     [x] = p.sample_inputs()                      # fixed-seed random, baked into the firmware
@@ -27,5 +37,7 @@ def test_mlperf_bit_exact_on_mps2_an386(tmp_path, model):
         diff = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
         assert diff.size == 0, f"output {i} differs at {diff[:20].tolist()}"
     assert r.instructions > 0 and size.weights > 0
-    print(f"{model}: {r.instructions:,} instructions, flash {size.flash.used:,} B, "
+    assert r.instructions <= GOAL * ANCHORS[board][model], \
+        f"{r.instructions:,} instructions > {GOAL} x TFLM + CMSIS-NN {ANCHORS[board][model]:,}"
+    print(f"{model} on {board}: {r.instructions:,} instructions, flash {size.flash.used:,} B, "
           f"RAM {size.ram.used:,} B, stack {r.stack_bytes:,} B")

@@ -55,10 +55,10 @@ class ProgressBar:
     far), elapsed time and ETA. Redrawn in place on a terminal; otherwise printed each
     time another tenth is done."""
 
-    def __init__(self, unit: str, stream=sys.stderr):
+    def __init__(self, unit: str, stream=None):
         self.unit = unit
-        self.stream = stream
-        self.tty = stream.isatty()
+        self.stream = stream or sys.stderr      # looked up now: sys.stderr may be replaced
+        self.tty = self.stream.isatty()
         self._last_tenth = -1
 
     def __call__(self, p: TuneProgress) -> None:

@@ -75,8 +75,11 @@ def tuning_graph(batch: list[tuple[Workload, dict]]) -> tuple[Graph, list[Varian
             y = w.graph.tensor(w.op.outputs[0])
             tensors.append(_copy_tensor(y, len(tensors), prefix))
             io[w.key] = (ids, len(tensors) - 1)
-            inputs.append(ids[0])
-            outputs.append(len(tensors) - 1)
+            if not inputs:
+                # The RPC server serves at most 8 model inputs: the "model" declares the
+                # first workload's only; the host reaches every buffer as a variant's.
+                inputs.append(ids[0])
+                outputs.append(len(tensors) - 1)
         ids, y_id = io[w.key]
         ops.append(Op(type=w.op.type, inputs=list(ids), outputs=[y_id],
                       options=dict(w.op.options), version=w.op.version, index=w.op.index))

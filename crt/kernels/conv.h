@@ -153,8 +153,12 @@ kiln_status_t kiln_transpose_conv_s8(const kiln_conv_params_t *params,
  * elsewhere plain C with identical results. Their filters are packed at
  * compile time into int16 pairs, two per 32-bit word (lane 0 in the low
  * half): per group of four k (zero past the end), the pair A = (k0, k2) and
- * the pair B = (k1, k3). Filters must be 4-byte aligned. The compiler picks
- * them on cores with the DSP extension (kiln.compiler.codegen.ops.conv).
+ * the pair B = (k1, k3); kiln_conv2d_gemm_w8_s8 alone keeps int8 weights,
+ * four k per word, and splits them into the same pairs at run time. Filters
+ * must be 4-byte aligned. Variants of one op differ only in their packing
+ * and blocking, give the same results, and are listed with their knobs by
+ * kiln.compiler.codegen.ops.conv.candidates(), which picks them on cores
+ * with the DSP extension (a tuner times them).
  * They take a folded bias (never NULL) and requantize from
  * kiln_requant_fast_t, which needs every channel's shift <= -2: the compiler
  * rewrites a channel whose filter is all zeros (its output is a constant) to
@@ -189,9 +193,49 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
                                   const kiln_dims_t *output_dims, int8_t *output);
 
 /* Scratch of kiln_conv2d_gemm_s8: two pixels' int16 columns, 4 * K bytes,
- * and one row of R bytes (K, R as above). */
+ * and one row of R bytes (K, R as above). The other two gemm variants need
+ * the same. */
 int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                             const kiln_dims_t *filter_dims);
+
+/* kiln_conv2d_gemm_s8 blocked 4 output channels x 2 output pixels: each
+ * column load serves twice the channels (faster when C_out is large enough).
+ *   filter  packed as kiln_conv2d_gemm_s8's, but in blocks of four channels
+ *           (4q .. 4q + 3): G groups of eight words, the four channels' A
+ *           then their B, [A0][A1][A2][A3][B0][B1][B2][B3]; after the last
+ *           whole block, a pair of channels as in kiln_conv2d_gemm_s8 if two
+ *           or three remain, then a last single channel as [A][B] per group.
+ *           C_out * K / 2 words.
+ * Other arguments and the scratch as kiln_conv2d_gemm_s8. */
+kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
+                                      const kiln_conv_params_t *params,
+                                      const kiln_requant_fast_t *quant,
+                                      const kiln_dims_t *input_dims, const int8_t *input,
+                                      const kiln_dims_t *filter_dims, const int32_t *filter,
+                                      const int32_t *bias,
+                                      const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_conv2d_gemm_oc4_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                                const kiln_dims_t *filter_dims);
+
+/* kiln_conv2d_gemm_s8 with the filter kept int8 (half its flash), widened at
+ * run time with SXTB16: slower, smaller.
+ *   filter  from OHWI with each kernel row padded to R as above; a word holds
+ *           four consecutive k of one channel, k0 in the low byte (SXTB16
+ *           gives (k0, k2) = A, SXTB16 ror 8 gives (k1, k3) = B). For each
+ *           pair of channels, G groups of two words [2q][2q + 1]; an odd last
+ *           channel follows as G words. C_out * K / 4 words.
+ * Other arguments and the scratch as kiln_conv2d_gemm_s8. */
+kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_requant_fast_t *quant,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int32_t *bias,
+                                     const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_conv2d_gemm_w8_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                               const kiln_dims_t *filter_dims);
 
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, any stride
  * and padding, C a multiple of 4.
@@ -214,7 +258,9 @@ int32_t kiln_dwconv2d_3x3_s8_get_buffer_size(const kiln_dims_t *input_dims);
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added
  *           (w + filter_offset): per block of four rows, per group,
- *           [A][B] of each row in turn; remaining rows one at a time
+ *           [A][B] of each row in turn; after the last whole block, a block
+ *           of two rows the same way if two or three remain, then a last
+ *           single row as [A][B] per group. units * round_up4(depth) / 2 words.
  *   params  filter_offset must be 0 (it is in the packed filter)
  *   bias    folded as kiln_fully_connected_s8's
  *   quant   units entries
@@ -228,7 +274,37 @@ kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
                                            const kiln_dims_t *output_dims, int8_t *output);
 
 /* Scratch of kiln_fully_connected_rows_s8: one input row as int16, depth
- * rounded up to 4, times 2 bytes. */
+ * rounded up to 4, times 2 bytes. The rows2 and rows8 variants need the same. */
 int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_dims);
+
+/* kiln_fully_connected_rows_s8 blocked two rows at a time.
+ *   filter  per block of two rows, per group, [A][B] of each row in turn; an
+ *           odd last row as [A][B] per group.
+ * Other arguments as kiln_fully_connected_rows_s8. */
+kiln_status_t kiln_fully_connected_rows2_s8(const kiln_context_t *ctx,
+                                            const kiln_fc_params_t *params,
+                                            const kiln_requant_fast_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_fully_connected_rows2_s8_get_buffer_size(const kiln_dims_t *filter_dims);
+
+/* kiln_fully_connected_rows_s8 blocked eight rows at a time (one input load
+ * per eight rows: fewer instructions when units >= 8).
+ *   filter  per block of eight rows, per group, [A][B] of each row in turn;
+ *           after the last whole block, at most one block of four, one of
+ *           two and one single row, largest first, each laid out the same way.
+ * Other arguments as kiln_fully_connected_rows_s8. */
+kiln_status_t kiln_fully_connected_rows8_s8(const kiln_context_t *ctx,
+                                            const kiln_fc_params_t *params,
+                                            const kiln_requant_fast_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_fully_connected_rows8_s8_get_buffer_size(const kiln_dims_t *filter_dims);
 
 #endif /* KILN_CONV_H */

@@ -1,14 +1,28 @@
 /*
- * conv2d_gemm.c - CONV_2D as im2col + a GEMM blocked 2 output channels x
- * 2 output pixels, on packed int16 pairs (SMLAD on cores with the DSP
- * extension, plain C elsewhere). Semantics, the folded bias and the packed
- * filter layout are in conv.h; the pair primitives in conv_dsp.h.
+ * conv2d_gemm.c - CONV_2D as im2col + a GEMM on int16 pairs (SMLAD on cores
+ * with the DSP extension, plain C elsewhere), in three variants that differ
+ * only in the filter's packing and the block of outputs one pass over a
+ * column computes (layouts in conv.h, primitives in conv_dsp.h):
+ *
+ *   kiln_conv2d_gemm_s8      2 channels x 2 pixels, filter as int16 pairs;
+ *   kiln_conv2d_gemm_oc4_s8  4 channels x 2 pixels, filter as int16 pairs;
+ *   kiln_conv2d_gemm_w8_s8   2 channels x 2 pixels, filter kept int8.
  *
  * Per pair of output pixels the receptive fields are gathered into scratch
  * as int16 pairs interleaved pixel by pixel, so one LDRD fetches the same
  * pair of k for both pixels; the filter was packed the same way at compile
- * time (both channels of a block side by side). The inner loop then does,
- * per group of four k: 4 LDRD and 8 SMLAD, 16 multiply-accumulates.
+ * time (the channels of a block side by side). Per group of four k the inner
+ * loops do:
+ *
+ *   2x2 int16: 4 LDRD,  8 SMLAD                 (16 MACs)
+ *   4x2 int16: 6 LDRD, 16 SMLAD                 (32 MACs): the column's loads
+ *              are shared by twice the channels, at the price of 8 live
+ *              accumulators (all the registers there are: see dot_4x2)
+ *   2x2 int8:  3 LDRD,  4 SXTB16, 8 SMLAD       (16 MACs): half the filter
+ *              bytes in flash, widened at run time
+ *
+ * Channels past the last whole block take the smaller blocks (4x2: one 2x2
+ * block, then a single channel), packed in the same order at compile time.
  *
  * Overflow: products of int16 lanes holding int8 values; the sums are the
  * same as kiln_conv2d_s8's, which conv.h bounds below 2^31.
@@ -22,6 +36,7 @@ static int32_t row_bytes4(const kiln_dims_t *filter_dims)
     return kiln_round_up4(filter_dims->w * filter_dims->c);
 }
 
+/* The three variants share the column and its scratch. */
 int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                             const kiln_dims_t *filter_dims)
 {
@@ -31,6 +46,18 @@ int32_t kiln_conv2d_gemm_s8_get_buffer_size(const kiln_dims_t *input_dims,
     /* Two pixels' columns of int16 pairs (4 bytes per k), then one row of int8. */
     const int32_t row4 = row_bytes4(filter_dims);
     return 4 * filter_dims->h * row4 + row4;
+}
+
+int32_t kiln_conv2d_gemm_oc4_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                                const kiln_dims_t *filter_dims)
+{
+    return kiln_conv2d_gemm_s8_get_buffer_size(input_dims, filter_dims);
+}
+
+int32_t kiln_conv2d_gemm_w8_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                               const kiln_dims_t *filter_dims)
+{
+    return kiln_conv2d_gemm_s8_get_buffer_size(input_dims, filter_dims);
 }
 
 /* Where one output pixel's receptive field lies, and what padding reads. */
@@ -127,6 +154,9 @@ static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t 
     }
 }
 
+/* The variants (conv.h): how the filter is packed and which blocks run. */
+enum { GEMM_2X2, GEMM_4X2, GEMM_W8 };
+
 /*
  * Channels oc and oc + 1 of both pixels: w is the channel pair's packed block,
  * col the two pixels' interleaved column (groups4 groups of 4 words each).
@@ -143,53 +173,192 @@ static KILN_ALWAYS_INLINE void dot_2x2(const uint32_t *w, const uint32_t *col, i
     uint32_t w1;
     uint32_t x0;
     uint32_t x1;
-    for (int32_t n = groups4 / 2; n > 0; --n) {
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
+#define GEMM_2X2_PAIR()                                                          \
+    do {                                                                         \
+        KILN_LOAD_PAIR(w0, w1, w);                                               \
+        KILN_LOAD_PAIR(x0, x1, col);                                             \
+        a00 = kiln_smlad(w0, x0, a00);                                           \
+        a01 = kiln_smlad(w0, x1, a01);                                           \
+        a10 = kiln_smlad(w1, x0, a10);                                           \
+        a11 = kiln_smlad(w1, x1, a11);                                           \
+    } while (0)
+    for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
+        GEMM_2X2_PAIR();
+        GEMM_2X2_PAIR();
+        GEMM_2X2_PAIR();
+        GEMM_2X2_PAIR();
     }
     if (groups4 % 2 != 0) {
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
-        KILN_LOAD_PAIR(w0, w1, w);
-        KILN_LOAD_PAIR(x0, x1, col);
-        a00 = kiln_smlad(w0, x0, a00);
-        a01 = kiln_smlad(w0, x1, a01);
-        a10 = kiln_smlad(w1, x0, a10);
-        a11 = kiln_smlad(w1, x1, a11);
+        GEMM_2X2_PAIR();
+        GEMM_2X2_PAIR();
     }
+#undef GEMM_2X2_PAIR
     acc[0] = a00;
     acc[1] = a01;
     acc[2] = a10;
     acc[3] = a11;
 }
 
-/* The last, unpaired channel: w holds (A, B) per group. acc[0..1] = px0, px1. */
+/*
+ * Channels oc .. oc + 3 of both pixels: w is the block (per group the A words
+ * of the four channels, then their B words), col as in dot_2x2.
+ * acc[2 * c + p] = (oc + c, pixel p), added to.
+ *
+ * The eight accumulators, two column words, two filter words and both
+ * pointers need fourteen registers, all Cortex-M has. Written in C, GCC
+ * rotates the accumulators through the unrolled body and spills two of them
+ * and the trip count (7 loads/stores per two groups: the whole gain over 2x2
+ * gone), and an asm block with register operands cannot be compiled when r7
+ * is the frame pointer (-O0, -fno-omit-frame-pointer). So on DSP cores the
+ * loop over pairs of groups is asm on fixed registers that saves and restores
+ * every register it uses beyond its operands (r7 included): w in r0, col in
+ * r1, the end of the column in r2 and acc in r3 on entry; accumulators in
+ * r4-r11; column words in r2, r3 and filter words in r12, lr; the end pointer
+ * and acc wait on the stack (one load of the end per two groups).
+ * The plain C twin computes the same sums.
+ */
+#define GEMM_4X2_PAIR(a)                                                         \
+    do {                                                                         \
+        KILN_LOAD_PAIR(x0, x1, col);                                             \
+        KILN_LOAD_PAIR(w0, w1, w);                                               \
+        (a)[0] = kiln_smlad(w0, x0, (a)[0]);                                     \
+        (a)[1] = kiln_smlad(w0, x1, (a)[1]);                                     \
+        (a)[2] = kiln_smlad(w1, x0, (a)[2]);                                     \
+        (a)[3] = kiln_smlad(w1, x1, (a)[3]);                                     \
+        KILN_LOAD_PAIR(w0, w1, w);                                               \
+        (a)[4] = kiln_smlad(w0, x0, (a)[4]);                                     \
+        (a)[5] = kiln_smlad(w0, x1, (a)[5]);                                     \
+        (a)[6] = kiln_smlad(w1, x0, (a)[6]);                                     \
+        (a)[7] = kiln_smlad(w1, x1, (a)[7]);                                     \
+    } while (0)
+
+#if defined(__ARM_FEATURE_DSP)
+/* One pair of k (GEMM_4X2_PAIR) on the registers described above. */
+#define GEMM_4X2_PAIR_ASM                                                        \
+    "ldrd r2, r3, [r1], #8\n\t"                                                  \
+    "ldrd r12, lr, [r0], #8\n\t"                                                 \
+    "smlad r4, r12, r2, r4\n\t"                                                  \
+    "smlad r5, r12, r3, r5\n\t"                                                  \
+    "smlad r6, lr, r2, r6\n\t"                                                   \
+    "smlad r7, lr, r3, r7\n\t"                                                   \
+    "ldrd r12, lr, [r0], #8\n\t"                                                 \
+    "smlad r8, r12, r2, r8\n\t"                                                  \
+    "smlad r9, r12, r3, r9\n\t"                                                  \
+    "smlad r10, lr, r2, r10\n\t"                                                 \
+    "smlad r11, lr, r3, r11\n\t"
+#endif
+
+/* The plain C loop of dot_4x2 (on DSP cores: its last, odd group). */
+static KILN_NOINLINE void dot_4x2_c(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                    int32_t acc[8])
+{
+    uint32_t w0;
+    uint32_t w1;
+    uint32_t x0;
+    uint32_t x1;
+    int32_t a[8];       /* in registers: stores to acc could alias w and col */
+    memcpy(a, acc, sizeof a);
+    for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
+        GEMM_4X2_PAIR(a);
+        GEMM_4X2_PAIR(a);
+        GEMM_4X2_PAIR(a);
+        GEMM_4X2_PAIR(a);
+    }
+    if (groups4 % 2 != 0) {
+        GEMM_4X2_PAIR(a);
+        GEMM_4X2_PAIR(a);
+    }
+    memcpy(acc, a, sizeof a);
+}
+
+static KILN_NOINLINE void dot_4x2(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                  int32_t acc[8])
+{
+#if defined(__ARM_FEATURE_DSP)
+    if (groups4 >= 2) {
+        register const uint32_t *w_ __asm__("r0") = w;
+        register const uint32_t *col_ __asm__("r1") = col;
+        register const uint32_t *end_ __asm__("r2") = col + 8 * (groups4 / 2);  /* 2 a trip */
+        register int32_t *acc_ __asm__("r3") = acc;
+        __asm__ volatile("push {r2-r11, lr}\n\t"
+                         "ldm r3, {r4-r11}\n"
+                         "1:\n\t"
+                         GEMM_4X2_PAIR_ASM GEMM_4X2_PAIR_ASM
+                         GEMM_4X2_PAIR_ASM GEMM_4X2_PAIR_ASM
+                         "ldr r2, [sp]\n\t"
+                         "cmp r1, r2\n\t"
+                         "bne 1b\n\t"
+                         "ldr r3, [sp, #4]\n\t"
+                         "stm r3, {r4-r11}\n\t"
+                         "pop {r2-r11, lr}"
+                         : "+r"(w_), "+r"(col_)
+                         : "r"(end_), "r"(acc_)
+                         : "r12", "cc", "memory");  /* reads w and col, updates acc */
+        w = w_;
+        col = col_;
+    }
+    if (groups4 % 2 != 0) {
+        dot_4x2_c(w, col, 1, acc);
+    }
+#else
+    dot_4x2_c(w, col, groups4, acc);
+#endif
+}
+#undef GEMM_4X2_PAIR
+
+/*
+ * Channels oc and oc + 1 with the filter kept int8: per group, one word per
+ * channel holding its four k (k0 in the low byte), so SXTB16 gives the pair
+ * (k0, k2) and SXTB16 ror 8 the pair (k1, k3), the column's A and B.
+ * acc as in dot_2x2.
+ */
+static KILN_ALWAYS_INLINE void dot_w8_2x2(const uint32_t *w, const uint32_t *col,
+                                          int32_t groups4, int32_t acc[4])
+{
+    int32_t a00 = acc[0];
+    int32_t a01 = acc[1];
+    int32_t a10 = acc[2];
+    int32_t a11 = acc[3];
+    uint32_t r0;
+    uint32_t r1;
+    uint32_t w0;
+    uint32_t w1;
+    uint32_t x0;
+    uint32_t x1;
+#define GEMM_W8_GROUP()                                                          \
+    do {                                                                         \
+        KILN_LOAD_PAIR(r0, r1, w);                                               \
+        w0 = kiln_sxtb16(r0);                                                    \
+        w1 = kiln_sxtb16(r1);                                                    \
+        KILN_LOAD_PAIR(x0, x1, col);                                             \
+        a00 = kiln_smlad(w0, x0, a00);                                           \
+        a01 = kiln_smlad(w0, x1, a01);                                           \
+        a10 = kiln_smlad(w1, x0, a10);                                           \
+        a11 = kiln_smlad(w1, x1, a11);                                           \
+        w0 = kiln_sxtb16_ror8(r0);                                               \
+        w1 = kiln_sxtb16_ror8(r1);                                               \
+        KILN_LOAD_PAIR(x0, x1, col);                                             \
+        a00 = kiln_smlad(w0, x0, a00);                                           \
+        a01 = kiln_smlad(w0, x1, a01);                                           \
+        a10 = kiln_smlad(w1, x0, a10);                                           \
+        a11 = kiln_smlad(w1, x1, a11);                                           \
+    } while (0)
+    for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
+        GEMM_W8_GROUP();
+        GEMM_W8_GROUP();
+    }
+    if (groups4 % 2 != 0) {
+        GEMM_W8_GROUP();
+    }
+#undef GEMM_W8_GROUP
+    acc[0] = a00;
+    acc[1] = a01;
+    acc[2] = a10;
+    acc[3] = a11;
+}
+
+/* The last, unpaired channel, int16 filter: w holds (A, B) per group.
+ * acc[0..1] = px0, px1. */
 static void dot_1x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[2])
 {
     int32_t a0 = acc[0];
@@ -211,7 +380,29 @@ static void dot_1x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int
     acc[1] = a1;
 }
 
-/* What every 2x2 block of one layer shares. */
+/* The last, unpaired channel, int8 filter: w holds one word per group. */
+static void dot_w8_1x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[2])
+{
+    int32_t a0 = acc[0];
+    int32_t a1 = acc[1];
+    uint32_t x0;
+    uint32_t x1;
+    for (int32_t n = groups4; n > 0; --n) {
+        const uint32_t r = *w++;
+        const uint32_t wa = kiln_sxtb16(r);
+        KILN_LOAD_PAIR(x0, x1, col);
+        a0 = kiln_smlad(wa, x0, a0);
+        a1 = kiln_smlad(wa, x1, a1);
+        const uint32_t wb = kiln_sxtb16_ror8(r);
+        KILN_LOAD_PAIR(x0, x1, col);
+        a0 = kiln_smlad(wb, x0, a0);
+        a1 = kiln_smlad(wb, x1, a1);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+}
+
+/* What every block of one layer shares. */
 typedef struct {
     const uint32_t *col;            /* the two pixels' column */
     int32_t groups4;
@@ -220,51 +411,76 @@ typedef struct {
     int32_t act_max;
 } block_t;
 
-/* Channels oc, oc + 1 (bias, q and the outputs point at oc) of both pixels:
- * dot products, requantization and stores. out1 may equal out0 (one pixel:
- * its column is in both slots, so both write the same values). */
-static KILN_ALWAYS_INLINE void block_2x2(const block_t *k, const uint32_t *w, const int32_t *bias,
-                                         const kiln_requant_fast_t *q, int8_t *out0, int8_t *out1,
-                                         int full_range)
+/* Requantizes channel c of both pixels (acc[2 * c + p]) and stores it at
+ * out0[c] and out1[c]. out1 may equal out0 (one pixel: its column is in both
+ * slots, so both write the same value). */
+static KILN_ALWAYS_INLINE void store_channel(const block_t *k, const int32_t *acc, int32_t c,
+                                             const kiln_requant_fast_t *q, int8_t *out0,
+                                             int8_t *out1, int full_range)
 {
-    int32_t acc[4] = {bias[0], bias[0], bias[1], bias[1]};
-    dot_2x2(w, k->col, k->groups4, acc);
-    /* Everything read before the first store: int8 stores may alias it. */
-    const kiln_requant_fast_t q0 = q[0];
-    const kiln_requant_fast_t q1 = q[1];
-    const int32_t off = k->out_off;
-    const int32_t lo = k->act_min;
-    const int32_t hi = k->act_max;
-    const int8_t y00 = kiln_output_fast(acc[0], &q0, off, lo, hi, full_range);
-    const int8_t y01 = kiln_output_fast(acc[1], &q0, off, lo, hi, full_range);
-    const int8_t y10 = kiln_output_fast(acc[2], &q1, off, lo, hi, full_range);
-    const int8_t y11 = kiln_output_fast(acc[3], &q1, off, lo, hi, full_range);
-    out1[0] = y01;
-    out1[1] = y11;
-    out0[0] = y00;
-    out0[1] = y10;
+    const kiln_requant_fast_t qc = q[c];
+    const int8_t y0 = kiln_output_fast(acc[2 * c], &qc, k->out_off, k->act_min, k->act_max,
+                                       full_range);
+    const int8_t y1 = kiln_output_fast(acc[2 * c + 1], &qc, k->out_off, k->act_min,
+                                       k->act_max, full_range);
+    out1[c] = y1;
+    out0[c] = y0;
 }
 
-static KILN_NOINLINE void block_2x2_full(const block_t *k, const uint32_t *w,
-                                         const int32_t *bias, const kiln_requant_fast_t *q,
-                                         int8_t *out0, int8_t *out1)
+/* One block of channels (bias, q and the outputs point at its first channel)
+ * of both pixels: dot products, requantization and stores. */
+static KILN_ALWAYS_INLINE void block(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                     const kiln_requant_fast_t *q, int8_t *out0, int8_t *out1,
+                                     int kind, int full_range)
 {
-    block_2x2(k, w, bias, q, out0, out1, 1);
+    if (kind == GEMM_4X2) {
+        int32_t acc[8] = {bias[0], bias[0], bias[1], bias[1],
+                          bias[2], bias[2], bias[3], bias[3]};
+        dot_4x2(w, k->col, k->groups4, acc);
+        const block_t kk = *k;      /* read once: the int8 stores may alias it */
+        store_channel(&kk, acc, 0, q, out0, out1, full_range);
+        store_channel(&kk, acc, 1, q, out0, out1, full_range);
+        store_channel(&kk, acc, 2, q, out0, out1, full_range);
+        store_channel(&kk, acc, 3, q, out0, out1, full_range);
+    } else {
+        int32_t acc[4] = {bias[0], bias[0], bias[1], bias[1]};
+        if (kind == GEMM_W8) {
+            dot_w8_2x2(w, k->col, k->groups4, acc);
+        } else {
+            dot_2x2(w, k->col, k->groups4, acc);
+        }
+        const block_t kk = *k;      /* read once: the int8 stores may alias it */
+        store_channel(&kk, acc, 0, q, out0, out1, full_range);
+        store_channel(&kk, acc, 1, q, out0, out1, full_range);
+    }
 }
 
-static KILN_NOINLINE void block_2x2_clamp(const block_t *k, const uint32_t *w,
-                                          const int32_t *bias, const kiln_requant_fast_t *q,
-                                          int8_t *out0, int8_t *out1)
-{
-    block_2x2(k, w, bias, q, out0, out1, 0);
-}
+/* The blocks as functions of their own, one per variant and clamp, so that
+ * each inner loop gets the registers to itself. */
+#define GEMM_BLOCK_FN(name, kind, full_range)                                    \
+    static KILN_NOINLINE void name(const block_t *k, const uint32_t *w,          \
+                                   const int32_t *bias,                          \
+                                   const kiln_requant_fast_t *q, int8_t *out0,   \
+                                   int8_t *out1)                                 \
+    {                                                                            \
+        block(k, w, bias, q, out0, out1, kind, full_range);                      \
+    }
+GEMM_BLOCK_FN(block_2x2_full, GEMM_2X2, 1)
+GEMM_BLOCK_FN(block_2x2_clamp, GEMM_2X2, 0)
+GEMM_BLOCK_FN(block_4x2_full, GEMM_4X2, 1)
+GEMM_BLOCK_FN(block_4x2_clamp, GEMM_4X2, 0)
+GEMM_BLOCK_FN(block_w8_full, GEMM_W8, 1)
+GEMM_BLOCK_FN(block_w8_clamp, GEMM_W8, 0)
+#undef GEMM_BLOCK_FN
 
-/* Every output pixel pair; full_range is a constant in each instantiation. */
+/* Every output pixel pair; kind and full_range are constants in each
+ * instantiation. */
 static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requant_fast_t *quant,
                                            const uint32_t *packed, const int32_t *bias,
                                            const kiln_dims_t *output_dims, int8_t *output,
                                            uint32_t *col, int8_t *patch, int32_t out_off,
-                                           int32_t act_min, int32_t act_max, int full_range)
+                                           int32_t act_min, int32_t act_max, int kind,
+                                           int full_range)
 {
     const gather_t g = *gp;
     const int32_t out_c = output_dims->c;
@@ -272,6 +488,8 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     const int32_t out_w = output_dims->w;
     const int32_t pixels = output_dims->n * out_h * out_w;
     const block_t blk = {col, g.groups4, out_off, act_min, act_max};
+    /* Words of the filter per channel: four k as two int16 pairs, or as int8. */
+    const int32_t words = (kind == GEMM_W8 ? 1 : 2) * g.groups4;
     int32_t b = 0;
     int32_t oy = 0;
     int32_t ox = 0;
@@ -304,17 +522,37 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
         int8_t *out1 = paired ? out0 + out_c : out0;
         const uint32_t *w = packed;
         int32_t oc = 0;
-        for (; oc + 2 <= out_c; oc += 2) {
-            if (full_range) {
+        if (kind == GEMM_4X2) {
+            for (; oc + 4 <= out_c; oc += 4) {
+                if (full_range) {
+                    block_4x2_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                } else {
+                    block_4x2_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                }
+                w += 4 * words;
+            }
+        }
+        for (; oc + 2 <= out_c; oc += 2) {      /* 4x2: at most one block of two */
+            if (kind == GEMM_W8) {
+                if (full_range) {
+                    block_w8_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                } else {
+                    block_w8_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                }
+            } else if (full_range) {
                 block_2x2_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
             } else {
                 block_2x2_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
             }
-            w += 4 * g.groups4;
+            w += 2 * words;
         }
         if (oc < out_c) {
             int32_t acc[2] = {bias[oc], bias[oc]};
-            dot_1x2(w, col, g.groups4, acc);
+            if (kind == GEMM_W8) {
+                dot_w8_1x2(w, col, g.groups4, acc);
+            } else {
+                dot_1x2(w, col, g.groups4, acc);
+            }
             out0[oc] = kiln_output_fast(acc[0], &quant[oc], out_off, act_min, act_max, full_range);
             if (paired) {
                 out1[oc] = kiln_output_fast(acc[1], &quant[oc], out_off, act_min, act_max, full_range);
@@ -323,12 +561,17 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     }
 }
 
-kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_params_t *params,
-                                  const kiln_requant_fast_t *quant,
-                                  const kiln_dims_t *input_dims, const int8_t *input,
-                                  const kiln_dims_t *filter_dims, const int32_t *filter,
-                                  const int32_t *bias,
-                                  const kiln_dims_t *output_dims, int8_t *output)
+/* Argument checks, the gather geometry and the run of one variant (a
+ * constant in each caller). */
+static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
+                                                 const kiln_conv_params_t *params,
+                                                 const kiln_requant_fast_t *quant,
+                                                 const kiln_dims_t *input_dims,
+                                                 const int8_t *input,
+                                                 const kiln_dims_t *filter_dims,
+                                                 const int32_t *filter, const int32_t *bias,
+                                                 const kiln_dims_t *output_dims, int8_t *output,
+                                                 int kind)
 {
     if (ctx == NULL || !kiln_conv_params_valid(params) || quant == NULL || input == NULL ||
         filter == NULL || bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
@@ -365,10 +608,45 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
     const int32_t act_max = params->activation.max;
     if (act_min == -128 && act_max == 127) {
         gemm_pixels(&g, quant, packed, bias, output_dims, output, col, patch,
-                    params->output_offset, act_min, act_max, 1);
+                    params->output_offset, act_min, act_max, kind, 1);
     } else {
         gemm_pixels(&g, quant, packed, bias, output_dims, output, col, patch,
-                    params->output_offset, act_min, act_max, 0);
+                    params->output_offset, act_min, act_max, kind, 0);
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                  const kiln_requant_fast_t *quant,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *filter_dims, const int32_t *filter,
+                                  const int32_t *bias,
+                                  const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                    output_dims, output, GEMM_2X2);
+}
+
+kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
+                                      const kiln_conv_params_t *params,
+                                      const kiln_requant_fast_t *quant,
+                                      const kiln_dims_t *input_dims, const int8_t *input,
+                                      const kiln_dims_t *filter_dims, const int32_t *filter,
+                                      const int32_t *bias,
+                                      const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                    output_dims, output, GEMM_4X2);
+}
+
+kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_requant_fast_t *quant,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int32_t *bias,
+                                     const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                    output_dims, output, GEMM_W8);
 }

@@ -131,6 +131,14 @@ static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
 
 #endif /* __ARM_FEATURE_DSP */
 
+#if defined(__GNUC__)
+#define KILN_ALWAYS_INLINE inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_ALWAYS_INLINE inline
+#define KILN_NOINLINE
+#endif
+
 /*
  * kiln_requantize(acc, multiplier, shift) for shift <= -2, from the
  * precomputed kiln_requant_fast_t of the channel (conv.h): six instructions
@@ -152,7 +160,7 @@ static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
  * 3. No overflow: |x*m| < 2^62; |hi| < 2^30, so hi + 2^(e-2) fits int32.
  * The host tests compare it with kiln_requantize on random and edge values.
  */
-static inline int32_t kiln_requantize_fast(int32_t acc, const kiln_requant_fast_t *q)
+static KILN_ALWAYS_INLINE int32_t kiln_requantize_fast(int32_t acc, const kiln_requant_fast_t *q)
 {
     const uint64_t round = ((uint64_t)(uint32_t)(acc >> 31) << 32) |
                            (((uint32_t)acc & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
@@ -180,14 +188,6 @@ static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
     v = v < act_max ? v : act_max;
     return (int8_t)v;
 }
-
-#if defined(__GNUC__)
-#define KILN_ALWAYS_INLINE inline __attribute__((always_inline))
-#define KILN_NOINLINE __attribute__((noinline))
-#else
-#define KILN_ALWAYS_INLINE inline
-#define KILN_NOINLINE
-#endif
 
 /* Rounds a dot-product depth up to whole groups of four. */
 static inline int32_t kiln_round_up4(int32_t k)

@@ -208,14 +208,22 @@ kiln_status_t kiln_conv2d_1x1_banded_s8(const kiln_band_params_t *band,
     return KILN_OK;
 }
 
-kiln_status_t kiln_conv2d_gemm_banded_s8(const kiln_band_params_t *band,
-                                         const kiln_context_t *ctx,
-                                         const kiln_conv_params_t *params,
-                                         const kiln_requant_fast_t *quant,
-                                         const kiln_dims_t *input_dims, const int8_t *input,
-                                         const kiln_dims_t *filter_dims, const int32_t *filter,
-                                         const int32_t *bias,
-                                         const kiln_dims_t *output_dims, int8_t *output)
+/* The conv2d gemm variants share one signature (conv.h), so one band loop. */
+typedef kiln_status_t (*gemm_kernel_t)(const kiln_context_t *ctx,
+                                       const kiln_conv_params_t *params,
+                                       const kiln_requant_fast_t *quant,
+                                       const kiln_dims_t *input_dims, const int8_t *input,
+                                       const kiln_dims_t *filter_dims, const int32_t *filter,
+                                       const int32_t *bias,
+                                       const kiln_dims_t *output_dims, int8_t *output);
+
+static kiln_status_t gemm_banded(gemm_kernel_t kernel, const kiln_band_params_t *band,
+                                 const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                 const kiln_requant_fast_t *quant,
+                                 const kiln_dims_t *input_dims, const int8_t *input,
+                                 const kiln_dims_t *filter_dims, const int32_t *filter,
+                                 const int32_t *bias,
+                                 const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
     band_dims_t d;
@@ -228,14 +236,52 @@ kiln_status_t kiln_conv2d_gemm_banded_s8(const kiln_band_params_t *band,
         band_call_t c;
         band_call(band, ctx, copy_bytes, params, &d.in, input, filter_dims->h, &d.out, output,
                   i, &c);
-        const kiln_status_t status = kiln_conv2d_gemm_s8(&c.ctx, &c.params, quant, &c.in_dims,
-                                                         c.in, filter_dims, filter, bias,
-                                                         &c.out_dims, c.out);
+        const kiln_status_t status = kernel(&c.ctx, &c.params, quant, &c.in_dims, c.in,
+                                            filter_dims, filter, bias, &c.out_dims, c.out);
         if (status != KILN_OK) {
             return status;
         }
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_conv2d_gemm_banded_s8(const kiln_band_params_t *band,
+                                         const kiln_context_t *ctx,
+                                         const kiln_conv_params_t *params,
+                                         const kiln_requant_fast_t *quant,
+                                         const kiln_dims_t *input_dims, const int8_t *input,
+                                         const kiln_dims_t *filter_dims, const int32_t *filter,
+                                         const int32_t *bias,
+                                         const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_banded(kiln_conv2d_gemm_s8, band, ctx, params, quant, input_dims, input,
+                       filter_dims, filter, bias, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_gemm_oc4_banded_s8(const kiln_band_params_t *band,
+                                             const kiln_context_t *ctx,
+                                             const kiln_conv_params_t *params,
+                                             const kiln_requant_fast_t *quant,
+                                             const kiln_dims_t *input_dims, const int8_t *input,
+                                             const kiln_dims_t *filter_dims,
+                                             const int32_t *filter, const int32_t *bias,
+                                             const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_banded(kiln_conv2d_gemm_oc4_s8, band, ctx, params, quant, input_dims, input,
+                       filter_dims, filter, bias, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_gemm_w8_banded_s8(const kiln_band_params_t *band,
+                                            const kiln_context_t *ctx,
+                                            const kiln_conv_params_t *params,
+                                            const kiln_requant_fast_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_banded(kiln_conv2d_gemm_w8_s8, band, ctx, params, quant, input_dims, input,
+                       filter_dims, filter, bias, output_dims, output);
 }
 
 kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln_context_t *ctx,

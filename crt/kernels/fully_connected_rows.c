@@ -1,13 +1,18 @@
 /*
- * fully_connected_rows.c - FULLY_CONNECTED blocked four filter rows at a time
- * on packed int16 pairs (SMLAD on cores with the DSP extension, plain C
- * elsewhere). Semantics in conv.h, primitives in conv_dsp.h.
+ * fully_connected_rows.c - FULLY_CONNECTED blocked several filter rows at a
+ * time on packed int16 pairs (SMLAD on cores with the DSP extension, plain C
+ * elsewhere), in three variants that differ in the block: two, four or eight
+ * rows (kiln_fully_connected_rows2_s8, kiln_fully_connected_rows_s8,
+ * kiln_fully_connected_rows8_s8). Semantics and layouts in conv.h,
+ * primitives in conv_dsp.h.
  *
  * Each input row is converted once into scratch as int16 pairs (k0, k2),
  * (k1, k3) per group of four k; the filter rows were packed the same way at
  * compile time, with the filter zero point already added (w + filter_offset
  * fits int16), so the inner loop is a plain dual MAC: per group of four k,
- * one LDRD of input and four LDRD + eight SMLAD for the four rows.
+ * one LDRD of input, then one LDRD and two SMLAD per row of the block. A
+ * larger block shares the input load among more rows; the rows past the last
+ * whole block take halving blocks (8: 4, 2, 1), packed in that order.
  *
  * Overflow: |sum (w + filter_offset) * x| <= 128 * sum|w + filter_offset|
  * and the folded bias adds at most |bias| + 128 * that; the compiler checks
@@ -15,45 +20,150 @@
  */
 #include "conv_dsp.h"
 
+/* The three variants share the converted input row. */
 int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_dims)
 {
     return filter_dims == NULL ? 0 : 2 * kiln_round_up4(filter_dims->c);
 }
 
-/* Four rows: w is the block (per group: A, B of row 0, then rows 1, 2, 3). */
-#define FC_GROUP_4ROWS()                                                         \
+int32_t kiln_fully_connected_rows2_s8_get_buffer_size(const kiln_dims_t *filter_dims)
+{
+    return kiln_fully_connected_rows_s8_get_buffer_size(filter_dims);
+}
+
+int32_t kiln_fully_connected_rows8_s8_get_buffer_size(const kiln_dims_t *filter_dims)
+{
+    return kiln_fully_connected_rows_s8_get_buffer_size(filter_dims);
+}
+
+/* One row of a block at one group: w points at the row's [A][B]. */
+#define FC_ROW(a)                                                                \
     do {                                                                         \
-        uint32_t xa;                                                             \
-        uint32_t xb;                                                             \
-        uint32_t wa;                                                             \
-        uint32_t wb;                                                             \
-        KILN_LOAD_PAIR(xa, xb, col);                                             \
         KILN_LOAD_PAIR(wa, wb, w);                                               \
-        a0 = kiln_smlad(wa, xa, a0);                                             \
-        a0 = kiln_smlad(wb, xb, a0);                                             \
-        KILN_LOAD_PAIR(wa, wb, w);                                               \
-        a1 = kiln_smlad(wa, xa, a1);                                             \
-        a1 = kiln_smlad(wb, xb, a1);                                             \
-        KILN_LOAD_PAIR(wa, wb, w);                                               \
-        a2 = kiln_smlad(wa, xa, a2);                                             \
-        a2 = kiln_smlad(wb, xb, a2);                                             \
-        KILN_LOAD_PAIR(wa, wb, w);                                               \
-        a3 = kiln_smlad(wa, xa, a3);                                             \
-        a3 = kiln_smlad(wb, xb, a3);                                             \
+        a = kiln_smlad(wa, xa, a);                                               \
+        a = kiln_smlad(wb, xb, a);                                               \
     } while (0)
 
-static void dot_4rows(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[4])
+/*
+ * Eight rows: w is the block (per group: A, B of row 0, then rows 1 .. 7).
+ * Eight accumulators, the input pair, the filter pair and both pointers need
+ * all fourteen registers Cortex-M has; as in conv2d_gemm.c's dot_4x2 (see
+ * there why), on DSP cores the loop over pairs of groups is asm on fixed
+ * registers that saves what it uses: w in r0, col in r1, the end of the row
+ * in r2 and acc in r3 on entry; accumulators in r4-r11; input words in r2,
+ * r3 and filter words in r12, lr.
+ */
+#if defined(__ARM_FEATURE_DSP)
+#define FC_ROW_ASM(r)                                                            \
+    "ldrd r12, lr, [r0], #8\n\t"                                                 \
+    "smlad " r ", r12, r2, " r "\n\t"                                            \
+    "smlad " r ", lr, r3, " r "\n\t"
+#define FC_GROUP_8ROWS_ASM                                                       \
+    "ldrd r2, r3, [r1], #8\n\t"                                                  \
+    FC_ROW_ASM("r4") FC_ROW_ASM("r5") FC_ROW_ASM("r6") FC_ROW_ASM("r7")          \
+    FC_ROW_ASM("r8") FC_ROW_ASM("r9") FC_ROW_ASM("r10") FC_ROW_ASM("r11")
+#endif
+
+/* The plain C loop of dot_8rows (on DSP cores: its last, odd group). */
+static KILN_NOINLINE void dot_8rows_c(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                      int32_t acc[8])
+{
+    uint32_t xa;
+    uint32_t xb;
+    uint32_t wa;
+    uint32_t wb;
+    int32_t a0 = acc[0];
+    int32_t a1 = acc[1];
+    int32_t a2 = acc[2];
+    int32_t a3 = acc[3];
+    int32_t a4 = acc[4];
+    int32_t a5 = acc[5];
+    int32_t a6 = acc[6];
+    int32_t a7 = acc[7];
+    for (int32_t n = groups4; n > 0; --n) {
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+        FC_ROW(a2);
+        FC_ROW(a3);
+        FC_ROW(a4);
+        FC_ROW(a5);
+        FC_ROW(a6);
+        FC_ROW(a7);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
+    acc[4] = a4;
+    acc[5] = a5;
+    acc[6] = a6;
+    acc[7] = a7;
+}
+
+static KILN_NOINLINE void dot_8rows(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                    int32_t acc[8])
+{
+#if defined(__ARM_FEATURE_DSP)
+    if (groups4 >= 2) {
+        register const uint32_t *w_ __asm__("r0") = w;
+        register const uint32_t *col_ __asm__("r1") = col;
+        register const uint32_t *end_ __asm__("r2") = col + 4 * (groups4 / 2);  /* 2 a trip */
+        register int32_t *acc_ __asm__("r3") = acc;
+        __asm__ volatile("push {r2-r11, lr}\n\t"
+                         "ldm r3, {r4-r11}\n"
+                         "1:\n\t"
+                         FC_GROUP_8ROWS_ASM FC_GROUP_8ROWS_ASM
+                         "ldr r2, [sp]\n\t"
+                         "cmp r1, r2\n\t"
+                         "bne 1b\n\t"
+                         "ldr r3, [sp, #4]\n\t"
+                         "stm r3, {r4-r11}\n\t"
+                         "pop {r2-r11, lr}"
+                         : "+r"(w_), "+r"(col_)
+                         : "r"(end_), "r"(acc_)
+                         : "r12", "cc", "memory");  /* reads w and col, updates acc */
+        w = w_;
+        col = col_;
+    }
+    if (groups4 % 2 != 0) {
+        dot_8rows_c(w, col, 1, acc);
+    }
+#else
+    dot_8rows_c(w, col, groups4, acc);
+#endif
+}
+
+/* Four rows: w is the block (per group: A, B of row 0, then rows 1, 2, 3). */
+static KILN_ALWAYS_INLINE void dot_4rows(const uint32_t *w, const uint32_t *col,
+                                         int32_t groups4, int32_t acc[4])
 {
     int32_t a0 = acc[0];
     int32_t a1 = acc[1];
     int32_t a2 = acc[2];
     int32_t a3 = acc[3];
+    uint32_t xa;
+    uint32_t xb;
+    uint32_t wa;
+    uint32_t wb;
     for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
-        FC_GROUP_4ROWS();
-        FC_GROUP_4ROWS();
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+        FC_ROW(a2);
+        FC_ROW(a3);
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+        FC_ROW(a2);
+        FC_ROW(a3);
     }
     if (groups4 % 2 != 0) {
-        FC_GROUP_4ROWS();
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+        FC_ROW(a2);
+        FC_ROW(a3);
     }
     acc[0] = a0;
     acc[1] = a1;
@@ -61,28 +171,69 @@ static void dot_4rows(const uint32_t *w, const uint32_t *col, int32_t groups4, i
     acc[3] = a3;
 }
 
-static int32_t dot_1row(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc)
+/* Two rows: w is the block (per group: A, B of row 0, then row 1). */
+static KILN_ALWAYS_INLINE void dot_2rows(const uint32_t *w, const uint32_t *col,
+                                         int32_t groups4, int32_t acc[2])
 {
-    for (int32_t n = groups4; n > 0; --n) {
-        uint32_t xa;
-        uint32_t xb;
-        uint32_t wa;
-        uint32_t wb;
+    int32_t a0 = acc[0];
+    int32_t a1 = acc[1];
+    uint32_t xa;
+    uint32_t xb;
+    uint32_t wa;
+    uint32_t wb;
+    for (int32_t n = groups4 / 2; n > 0; --n) {     /* two groups per trip */
         KILN_LOAD_PAIR(xa, xb, col);
-        KILN_LOAD_PAIR(wa, wb, w);
-        acc = kiln_smlad(wa, xa, acc);
-        acc = kiln_smlad(wb, xb, acc);
+        FC_ROW(a0);
+        FC_ROW(a1);
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+    }
+    if (groups4 % 2 != 0) {
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(a0);
+        FC_ROW(a1);
+    }
+    acc[0] = a0;
+    acc[1] = a1;
+}
+
+static KILN_ALWAYS_INLINE int32_t dot_1row(const uint32_t *w, const uint32_t *col,
+                                           int32_t groups4, int32_t acc)
+{
+    uint32_t xa;
+    uint32_t xb;
+    uint32_t wa;
+    uint32_t wb;
+    for (int32_t n = groups4; n > 0; --n) {
+        KILN_LOAD_PAIR(xa, xb, col);
+        FC_ROW(acc);
     }
     return acc;
 }
+#undef FC_ROW
 
-kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
-                                           const kiln_fc_params_t *params,
-                                           const kiln_requant_fast_t *quant,
-                                           const kiln_dims_t *input_dims, const int8_t *input,
-                                           const kiln_dims_t *filter_dims, const int32_t *filter,
-                                           const int32_t *bias,
-                                           const kiln_dims_t *output_dims, int8_t *output)
+/* Requantizes acc[0 .. n) of rows u .. u + n - 1 into out[u ..]. */
+static KILN_ALWAYS_INLINE void fc_store(const int32_t *acc, int32_t n,
+                                        const kiln_requant_fast_t *quant, int32_t out_off,
+                                        int32_t act_min, int32_t act_max, int8_t *out)
+{
+    for (int32_t j = 0; j < n; ++j) {
+        out[j] = kiln_output_fast(acc[j], &quant[j], out_off, act_min, act_max, 0);
+    }
+}
+
+/* Argument checks and the run of one variant; `block` (8, 4 or 2) is a
+ * constant in each caller. */
+static KILN_ALWAYS_INLINE kiln_status_t fc_rows(const kiln_context_t *ctx,
+                                                const kiln_fc_params_t *params,
+                                                const kiln_requant_fast_t *quant,
+                                                const kiln_dims_t *input_dims,
+                                                const int8_t *input,
+                                                const kiln_dims_t *filter_dims,
+                                                const int32_t *filter, const int32_t *bias,
+                                                const kiln_dims_t *output_dims, int8_t *output,
+                                                int32_t block)
 {
     if (ctx == NULL || params == NULL || quant == NULL || input == NULL || filter == NULL ||
         bias == NULL || output == NULL ||
@@ -131,19 +282,69 @@ kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
         int8_t *out = output + (size_t)bt * (size_t)units;
         const uint32_t *w = (const uint32_t *)filter;
         int32_t u = 0;
-        for (; u + 4 <= units; u += 4) {
-            int32_t acc[4] = {bias[u], bias[u + 1], bias[u + 2], bias[u + 3]};
-            dot_4rows(w, col, groups4, acc);
-            w += 8 * groups4;
-            for (int32_t j = 0; j < 4; ++j) {
-                out[u + j] = kiln_output_fast(acc[j], &quant[u + j], out_off, act_min, act_max, 0);
+        if (block >= 8) {
+            for (; u + 8 <= units; u += 8) {
+                int32_t acc[8];
+                memcpy(acc, bias + u, sizeof acc);
+                dot_8rows(w, col, groups4, acc);
+                w += 16 * groups4;
+                fc_store(acc, 8, quant + u, out_off, act_min, act_max, out + u);
             }
         }
-        for (; u < units; ++u) {
+        if (block >= 4) {
+            for (; u + 4 <= units; u += 4) {        /* rows8: at most once */
+                int32_t acc[4] = {bias[u], bias[u + 1], bias[u + 2], bias[u + 3]};
+                dot_4rows(w, col, groups4, acc);
+                w += 8 * groups4;
+                fc_store(acc, 4, quant + u, out_off, act_min, act_max, out + u);
+            }
+        }
+        for (; u + 2 <= units; u += 2) {            /* rows8, rows4: at most once */
+            int32_t acc[2] = {bias[u], bias[u + 1]};
+            dot_2rows(w, col, groups4, acc);
+            w += 4 * groups4;
+            fc_store(acc, 2, quant + u, out_off, act_min, act_max, out + u);
+        }
+        if (u < units) {
             const int32_t acc = dot_1row(w, col, groups4, bias[u]);
-            w += 2 * groups4;
             out[u] = kiln_output_fast(acc, &quant[u], out_off, act_min, act_max, 0);
         }
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
+                                           const kiln_fc_params_t *params,
+                                           const kiln_requant_fast_t *quant,
+                                           const kiln_dims_t *input_dims, const int8_t *input,
+                                           const kiln_dims_t *filter_dims, const int32_t *filter,
+                                           const int32_t *bias,
+                                           const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_rows(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 4);
+}
+
+kiln_status_t kiln_fully_connected_rows2_s8(const kiln_context_t *ctx,
+                                            const kiln_fc_params_t *params,
+                                            const kiln_requant_fast_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_rows(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 2);
+}
+
+kiln_status_t kiln_fully_connected_rows8_s8(const kiln_context_t *ctx,
+                                            const kiln_fc_params_t *params,
+                                            const kiln_requant_fast_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_rows(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 8);
 }

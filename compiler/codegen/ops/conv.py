@@ -17,7 +17,9 @@ The variant choice and its scratch size come from one function per op
 (`conv2d_variant`, `dwconv2d_variant`, `fully_connected_variant`) given the layer's
 shape and the target's CPU features; `candidates` lists every variant's knobs for a
 tuner. Tests pin the scratch sizes against the C `_get_buffer_size` functions. The SIMD
-variants (targets with the DSP extension) read filters packed here into int16 pairs.
+variants (targets with the DSP extension) read filters packed here into int16 pairs (or,
+for the int8-weight gemm, int8 words), in the block order of the kernel the knobs pick:
+the knobs are a kernel and a layout together, so a record of them replays exactly.
 """
 
 from __future__ import annotations
@@ -114,16 +116,30 @@ def _round_up4(n: int) -> int:
     return (n + 3) // 4 * 4
 
 
+# The SIMD kernels by knobs (conv.h): CONV_2D gemm by (oc_block, weights), FULLY_CONNECTED
+# rows by row_block. Within an op they share their signature and scratch.
+_GEMM_KERNELS = {(4, "s16"): "kiln_conv2d_gemm_oc4_s8", (2, "s16"): "kiln_conv2d_gemm_s8",
+                 (2, "s8"): "kiln_conv2d_gemm_w8_s8"}
+_FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected_rows_s8",
+                    2: "kiln_fully_connected_rows2_s8"}
+
+
 def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     """Every variant (as knobs) that can run `op` of this shape on `target`, the default
-    first. A tuner times them; the C of each is bit-exact with the others."""
+    first. A tuner times them; the C of each is bit-exact with the others.
+
+    Order matters twice: the default is the variant fastest on typical layers (compiles
+    without tuning records use it), and a tuner that breaks ties or stops early favours
+    the front. The int8-weight gemm comes after every int16 one: it is slower and only
+    worth it when flash is short."""
     _, kh, kw, fc = shape.filter
     simd = target.dsp and shape.requant_fast
     out: list[dict] = []
     if op == "CONV_2D":
         groups = shape.input[3] // fc
         if simd and groups == 1:
-            out.append({"variant": "gemm", "oc_block": 2, "px_block": 2})
+            out += [{"variant": "gemm", "oc_block": oc, "px_block": 2, "weights": w}
+                    for oc, w in _GEMM_KERNELS]
         if kh == kw == 1 and groups == 1 and shape.padding == (0, 0):
             out.append({"variant": "1x1"})
         out.append({"variant": "generic"})
@@ -134,7 +150,7 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         out.append({"variant": "generic"})
     elif op == "FULLY_CONNECTED":
         if simd:
-            out.append({"variant": "rows", "row_block": 4})
+            out += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
         out.append({"variant": "generic"})
     else:
         raise ValueError(f"no variants for {op}")
@@ -153,12 +169,12 @@ def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dic
 
 def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None) -> Variant:
     """(kernel, knobs, scratch bytes) of a CONV_2D. C twins of the sizes:
-    kiln_conv2d_s8_get_buffer_size, kiln_conv2d_gemm_s8_get_buffer_size."""
+    kiln_conv2d_s8_get_buffer_size, kiln_conv2d_gemm[_oc4|_w8]_s8_get_buffer_size."""
     k = _pick("CONV_2D", shape, target, knobs)
     _, kh, kw, fc = shape.filter
     if k["variant"] == "gemm":
         row4 = _round_up4(kw * fc)            # a kernel row, padded to whole words
-        return Variant("kiln_conv2d_gemm_s8", k, 4 * kh * row4 + row4)
+        return Variant(_GEMM_KERNELS[k["oc_block"], k["weights"]], k, 4 * kh * row4 + row4)
     if k["variant"] == "1x1":
         return Variant("kiln_conv2d_1x1_s8", k, 0)
     return Variant("kiln_conv2d_s8", k, kh * kw * fc)
@@ -176,10 +192,10 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
 def fully_connected_variant(shape: LayerShape, target: Target,
                             knobs: dict | None = None) -> Variant:
     """(kernel, knobs, scratch bytes) of a FULLY_CONNECTED; C twin of the size:
-    kiln_fully_connected_rows_s8_get_buffer_size."""
+    kiln_fully_connected_rows[2|8]_s8_get_buffer_size."""
     k = _pick("FULLY_CONNECTED", shape, target, knobs)
     if k["variant"] == "rows":
-        return Variant("kiln_fully_connected_rows_s8", k, 2 * _round_up4(shape.filter[3]))
+        return Variant(_FC_ROWS_KERNELS[k["row_block"]], k, 2 * _round_up4(shape.filter[3]))
     return Variant("kiln_fully_connected_s8", k, 0)
 
 
@@ -219,44 +235,61 @@ def _requant_fast_c(ctx: LowerCtx, table: np.ndarray) -> str:
 
 # --- packed filters for the SIMD variants (layouts in crt/kernels/conv.h) ----------------
 
-def _pair_words(rows: np.ndarray) -> np.ndarray:
-    """(R, K) ints → (R, G, 2) uint32: per group of four k, A = (k0, k2), B = (k1, k3),
-    two int16 lanes per word (lane 0 low); K is zero-padded to 4 * G."""
+def _padded(rows: np.ndarray) -> np.ndarray:
+    """(R, K) ints → (R, G, 4) int64, K zero-padded to 4 * G."""
     r, k = rows.shape
     padded = np.zeros((r, _round_up4(k)), dtype=np.int64)
     padded[:, :k] = rows
-    g = padded.reshape(r, -1, 4) & 0xFFFF
+    return padded.reshape(r, -1, 4)
+
+
+def _pair_words(rows: np.ndarray) -> np.ndarray:
+    """(R, K) ints → (R, G, 2) uint32: per group of four k, A = (k0, k2), B = (k1, k3),
+    two int16 lanes per word (lane 0 low); K is zero-padded to 4 * G."""
+    g = _padded(rows) & 0xFFFF
     return np.stack([g[..., 0] | (g[..., 2] << 16), g[..., 1] | (g[..., 3] << 16)],
                     axis=-1).astype(np.uint32)
 
 
+def _byte_words(rows: np.ndarray) -> np.ndarray:
+    """(R, K) int8 values → (R, G, 1) uint32: per group of four k one word, k0 in the low
+    byte (SXTB16 of it gives (k0, k2) = A, SXTB16 ror 8 gives (k1, k3) = B)."""
+    g = _padded(rows) & 0xFF
+    word = g[..., 0] | (g[..., 1] << 8) | (g[..., 2] << 16) | (g[..., 3] << 24)
+    return word[..., None].astype(np.uint32)
+
+
 def _blocked(words: np.ndarray, block: int, pair_major: bool) -> np.ndarray:
-    """(R, G, 2) words → flat int32: blocks of `block` rows interleaved per group, as
-    [A0, A1, .., B0, B1, ..] (pair_major) or [A0, B0, A1, B1, ..]; then the remaining
-    rows one by one, [A, B] per group."""
+    """(R, G, P) words → flat int32: blocks of `block` rows interleaved per group, as
+    [A0, A1, .., B0, B1, ..] (pair_major) or [A0, B0, A1, B1, ..] (P = 2: A, B); the rows
+    after the last whole block go in halving blocks (block 8: at most one each of 4, 2, 1),
+    the order in which the kernels walk them."""
     r = words.shape[0]
-    full = r - r % block
+    order = (1, 2, 0) if pair_major else (1, 0, 2)
     parts = []
-    for start in range(0, full, block):
-        blk = words[start:start + block]                   # (block, G, 2)
-        order = (1, 2, 0) if pair_major else (1, 0, 2)
-        parts.append(blk.transpose(order).reshape(-1))
-    parts.extend(words[i].reshape(-1) for i in range(full, r))
+    start = 0
+    while block >= 1:
+        while start + block <= r:
+            parts.append(words[start:start + block].transpose(order).reshape(-1))
+            start += block
+        block //= 2
     return np.concatenate(parts).view(np.int32) if parts else np.zeros(0, np.int32)
 
 
-def pack_conv2d_filter(weights: np.ndarray) -> np.ndarray:
-    """OHWI int8 → kiln_conv2d_gemm_s8's packed int32 words (each kernel row of KW * C
-    values zero-padded to whole words)."""
+def pack_conv2d_filter(weights: np.ndarray, oc_block: int = 2, kind: str = "s16") -> np.ndarray:
+    """OHWI int8 → the packed int32 words of the gemm kernel with these knobs (each
+    kernel row of KW * C values zero-padded to whole words): int16 pairs ("s16") or int8
+    words ("s8") in blocks of `oc_block` channels."""
     o, kh, kw, c = weights.shape
     rows = np.zeros((o, kh, _round_up4(kw * c)), dtype=np.int64)
     rows[:, :, :kw * c] = weights.reshape(o, kh, kw * c)
-    return _blocked(_pair_words(rows.reshape(o, -1)), 2, True)
+    words = (_pair_words if kind == "s16" else _byte_words)(rows.reshape(o, -1))
+    return _blocked(words, oc_block, True)
 
 
-def pack_fc_filter(weights: np.ndarray, filter_offset: int) -> np.ndarray:
-    """[units, depth] int8 (+ filter_offset) → kiln_fully_connected_rows_s8's words."""
-    return _blocked(_pair_words(weights.astype(np.int64) + filter_offset), 4, False)
+def pack_fc_filter(weights: np.ndarray, filter_offset: int, row_block: int = 4) -> np.ndarray:
+    """[units, depth] int8 (+ filter_offset) → kiln_fully_connected_rows*_s8's words."""
+    return _blocked(_pair_words(weights.astype(np.int64) + filter_offset), row_block, False)
 
 
 def pack_dwconv_filter(weights: np.ndarray) -> np.ndarray:
@@ -441,11 +474,15 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act)
     v = conv2d_variant(shape, ctx.target, ctx.knobs)
     kernel, scratch = v.kernel, v.scratch
-    if kernel == "kiln_conv2d_gemm_s8":
+    gemm = v.knobs["variant"] == "gemm"
+    if gemm:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
         quant = _requant_fast_c(ctx, table)
-        filter_name = ctx.const("filter", pack_conv2d_filter(w.data), "int32_t",
-                                f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
+        kind = v.knobs["weights"]
+        packed = pack_conv2d_filter(w.data, v.knobs["oc_block"], kind)
+        filter_name = ctx.const("filter", packed, "int32_t",
+                                f"{w.name} packed as {'int16 pairs' if kind == 's16' else 'int8'}"
+                                f" for {kernel} (conv.h)")
     else:
         quant = _quant_c(ctx, mult, shift)
         filter_name = ctx.ptr(w)
@@ -458,7 +495,7 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
     ]
-    args = ["&params, quant" if kernel == "kiln_conv2d_gemm_s8" else "&params, &quant",
+    args = ["&params, quant" if gemm else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}",
             f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if scratch:
@@ -625,10 +662,12 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
                        clamped=act != (-128, 127))
     v = fully_connected_variant(shape, ctx.target, ctx.knobs)
     kernel = v.kernel
-    if kernel == "kiln_fully_connected_rows_s8":
+    rows = v.knobs["variant"] == "rows"
+    if rows:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
         quant = _requant_fast_c(ctx, table)
-        filter_name = ctx.const("filter", pack_fc_filter(w.data, w_off), "int32_t",
+        packed = pack_fc_filter(w.data, w_off, v.knobs["row_block"])
+        filter_name = ctx.const("filter", packed, "int32_t",
                                 f"{w.name} + filter_offset packed as int16 pairs for {kernel} "
                                 "(conv.h)")
         param_w_off = 0         # in the packed filter
@@ -649,7 +688,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
     ]
-    args = ["&params, quant" if kernel == "kiln_fully_connected_rows_s8" else "&params, &quant",
+    args = ["&params, quant" if rows else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}",
             f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if v.scratch:

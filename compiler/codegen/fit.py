@@ -1,0 +1,62 @@
+"""Variants that fit the flash: when the weights of the chosen kernel variants exceed the
+board's flash, move layers to variants that store their weights in fewer bytes.
+
+The SIMD variants keep filters as sign-extended int16 pairs (the operand layout of the dual
+16-bit MAC), twice the int8 size; other candidates of the same layer (the int8-weight gemm,
+the plain kernels) store int8. Layer by layer, the move that saves the most bytes goes
+first, and each layer moves to the earliest candidate (candidates are ordered by speed)
+storing fewer bytes than its current one, until the weights fit or no move is left. The
+result is deterministic: ties break on the layer index.
+"""
+
+from __future__ import annotations
+
+from ..ir import Graph
+from .lowering import LOWERINGS, LowerCtx, Target
+from .ops.conv import candidates
+
+
+def _layer_weight_bytes(graph: Graph, step: int, target: Target, knobs: dict | None) -> int:
+    """Bytes of the constants one layer's lowering with `knobs` defines."""
+    op = graph.ops[step]
+    ctx = LowerCtx(graph=graph, op=op, layer=step, consts={}, target=target, knobs=knobs)
+    LOWERINGS[op.type].fn(ctx)
+    return int(sum(c.values.nbytes for c in ctx.consts.values()))
+
+
+def fit_weights(graph: Graph, target: Target, shapes: dict[int, tuple[str, object]],
+                layer_knobs: dict[int, dict], weights: int, budget: int
+                ) -> tuple[dict[int, dict], list[dict]]:
+    """(layer knobs that bring `weights` bytes under `budget` if any can, the moves made).
+
+    shapes: step → (op type, LayerShape) of the tunable layers (workloads.layer_shapes).
+    A move is {"layer", "from", "to", "saved_bytes"}."""
+    knobs = dict(layer_knobs)
+    moves: list[dict] = []
+    if weights <= budget:
+        return knobs, moves
+    current: dict[int, tuple[dict, int]] = {}
+    options: dict[int, list[tuple[dict, int]]] = {}
+    for step, (op_type, shape) in shapes.items():
+        cands = candidates(op_type, shape, target)
+        chosen = knobs.get(step, cands[0])
+        current[step] = (chosen, _layer_weight_bytes(graph, step, target, chosen))
+        options[step] = [(k, _layer_weight_bytes(graph, step, target, k)) for k in cands
+                         if k != chosen]
+    while weights > budget:
+        best = None
+        for step in sorted(options):
+            here = current[step][1]
+            smaller = [(k, b) for k, b in options[step] if b < here]
+            if smaller:
+                k, b = smaller[0]                   # the fastest of the smaller ones
+                if best is None or here - b > best[2]:
+                    best = (step, (k, b), here - b)
+        if best is None:
+            break
+        step, (k, b), saved = best
+        moves.append({"layer": step, "from": current[step][0], "to": k, "saved_bytes": saved})
+        current[step] = (k, b)
+        knobs[step] = k
+        weights -= saved
+    return knobs, moves

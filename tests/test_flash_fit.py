@@ -1,0 +1,54 @@
+"""Variants chosen to fit the flash: a model whose fastest kernels' weights exceed the
+board's flash compiles to smaller-weight variants, and stays bit-exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln.compiler as kc
+from conftest import model_path, require_tool
+from kiln.compiler.compile import weights_budget
+from kiln.compiler.tune import Records
+from reference import assert_equal_exact, run_reference
+
+SMALL_FLASH = "mps3-an547"          # Cortex-M55, DSP, 512 KB of code memory
+
+
+def test_a_model_too_big_for_the_flash_moves_layers_to_int8_weights():
+    g = kc.load(model_path("ad01_int8"))
+    roomy = kc.compile(g, "mps2-an386")
+    assert roomy.report["flash_fit"] == []
+    assert roomy.report["weights_bytes"] > weights_budget(SMALL_FLASH)
+    art = kc.compile(g, SMALL_FLASH)
+    moves = art.report["flash_fit"]
+    assert moves and art.report["weights_bytes"] <= weights_budget(SMALL_FLASH)
+    assert roomy.report["weights_bytes"] - art.report["weights_bytes"] == \
+        sum(m["saved_bytes"] for m in moves)
+    for m in moves:
+        op = art.report["ops"][m["layer"]]
+        assert op["knobs"] == m["to"] and m["saved_bytes"] > 0
+    # Only as many layers as needed: undoing the last move would not fit.
+    assert art.report["weights_bytes"] + moves[-1]["saved_bytes"] > weights_budget(SMALL_FLASH)
+    assert kc.compile(g, SMALL_FLASH).files == art.files
+
+
+def test_records_choose_first_and_the_fit_overrides_only_what_it_must(tmp_path):
+    g = kc.load(model_path("ad01_int8"))
+    art = kc.compile(g, SMALL_FLASH, tuning_records=Records())
+    assert art.files == kc.compile(g, SMALL_FLASH).files
+
+
+def test_fitted_model_runs_bit_exact_on_qemu(tmp_path):
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+
+    path = model_path("ad01_int8")
+    project = create_project(path, SMALL_FLASH, tmp_path / "fw")
+    assert project.manifest["flash_fit"]
+    result = project.run()
+    [x] = project.sample_inputs()
+    want = run_reference(path.read_bytes(), x)[0]
+    assert_equal_exact(result.outputs[0].reshape(want.shape), want, "ad01 on mps3-an547")
+    assert np.asarray(result.outputs[0]).size == want.size
