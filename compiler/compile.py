@@ -22,7 +22,7 @@ KILN_VERSION = "0.1.0"
 DEFAULT_OPTIMIZE = "balanced"
 
 
-def _check_board(board: str) -> None:
+def check_board(board: str) -> None:
     if board == "host":
         return
     if not (boards_dir() / f"{board}.toml").exists():
@@ -104,7 +104,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
     "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
     the input it reads last wherever that lowers the peak, "memory" wherever it can."""
-    _check_board(board)
+    check_board(board)
     records = as_records(tuning_records)
     g = optimize_graph(graph)
     target = target_for(board)

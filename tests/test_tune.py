@@ -237,6 +237,31 @@ def test_tuned_compile_follows_the_records_and_stays_exact(digits_records, tmp_p
         assert_equal_exact(got[i].reshape(want.shape), want, f"sample {i}")
 
 
+def test_profile_and_run_take_the_records(digits_records, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))    # a fresh project cache
+    entries = [json.loads(line) for line in digits_records.read_text().splitlines()]
+    for e in entries:
+        if e["knobs"] == {"variant": "generic"}:
+            e["cycles"] = {"median": 1, "min": 1, "max": 1}
+    flipped = tmp_path / "flipped.jsonl"
+    flipped.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    prof = tmp_path / "profile.json"
+    assert main(["profile", str(DIGITS), "--board", BOARD, "--tuning-records", str(flipped),
+                 "--json", str(prof), "--repeat", "2"]) == 0
+    kernels = {row["op"]: row["kernel"] for row in json.loads(prof.read_text())["layers"]}
+    assert kernels["CONV_2D"] == "kiln_conv2d_s8"
+    assert kernels["FULLY_CONNECTED"] == "kiln_fully_connected_s8"
+    capsys.readouterr()
+    out = tmp_path / "y.npz"
+    assert main(["run", str(DIGITS), "--board", BOARD, "--tuning-records", str(flipped),
+                 "--output", str(out)]) == 0
+    assert main(["run", str(DIGITS), "--board", BOARD, "--output", str(tmp_path / "d.npz")]) == 0
+    assert np.array_equal(np.load(out)["output_0"], np.load(tmp_path / "d.npz")["output_0"])
+    assert main(["profile", str(DIGITS), "--board", BOARD, "--tuning-records",
+                 str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such tuning records file" in capsys.readouterr().err
+
+
 def test_stale_or_foreign_records_leave_the_default(digits_records, tmp_path):
     entries = [json.loads(line) for line in digits_records.read_text().splitlines()]
     stale = [dict(e, knobs={"variant": "gemm", "oc_block": 64}, cycles={"median": 1, "min": 1,

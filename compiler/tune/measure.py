@@ -27,7 +27,7 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..codegen.lowering import Target
-from ..errors import DeviceError
+from ..errors import BuildError, DeviceError
 from .firmware import Variant, tuning_artifact
 from .workloads import Workload, knobs_id
 
@@ -125,8 +125,6 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
 
 
 def _flash(command: str, project, port: str) -> None:
-    from kiln.compiler.errors import BuildError
-
     build = project.path / "build"
     cmd = command.format(elf=build / "firmware.elf", bin=build / "firmware.bin",
                          hex=build / "firmware.hex", port=port)

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..compile import KILN_VERSION, _check_board, target_for
+from ..compile import KILN_VERSION, check_board, target_for
 from ..errors import InputError
 from ..ir import Graph
 from ..passes import optimize as optimize_graph
@@ -115,7 +115,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     options = options or TuneOptions()
     if options.trials < 1 or options.workers < 1 or options.measure.repeat < 1:
         raise InputError("trials, workers and repeat must be at least 1")
-    _check_board(board)
+    check_board(board)
     board_spec = get_board(board)
     ports = list(options.measure.ports)
     if board_spec.runs_on == "board" and not ports:
