@@ -141,6 +141,10 @@ def cmd_run(args) -> int:
     if target.is_dir():
         from kiln.project_gen.project import Project
 
+        if getattr(args, "tuning_records", None):
+            raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
+                             f"to `kiln project create`, or give the model file")
+
         project = Project.open(target)
         if project.mode == "host-driven":
             return rpc_cli.cmd_run_rpc(args)
