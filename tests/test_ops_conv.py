@@ -565,7 +565,7 @@ def test_conv2d_buffer_size_matches_python_and_bad_arguments_refused(tmp_path: P
 # --- cross compile ------------------------------------------------------------------------
 
 _CONV_SOURCES = ("conv2d.c", "dwconv.c", "fully_connected.c", "transpose_conv.c",
-                 "conv2d_gemm.c", "dwconv_3x3.c", "fully_connected_rows.c")
+                 "conv2d_gemm.c", "dwconv_3x3.c", "dwconv_channels.c", "fully_connected_rows.c")
 _ARM_FLAGS = {
     "cortex-m4": ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
     "cortex-m7": ["-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-d16"],

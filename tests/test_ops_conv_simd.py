@@ -2,13 +2,15 @@
 
 Compiled for mps2-an386 (Cortex-M4, DSP extension), a layer can run any of the variants
 `candidates()` lists for it (kiln_conv2d_gemm_s8 and its oc4 / int8-weight twins,
-kiln_dwconv2d_3x3_s8, kiln_fully_connected_rows[2|8]_s8, the plain kernels), each with
+kiln_dwconv2d_3x3_s8, kiln_dwconv2d_ch4_s8, kiln_fully_connected_rows[2|8]_s8, the plain
+kernels), each with
 its filter packed at compile time. A model of many layers is compiled once per "round":
 round i forces every layer to its i-th candidate (through tuning records, as a tuner's
 choice would), so every candidate of every layer is built and compared exactly with TFLM.
 The same C runs here on the host (plain C twins of the dual-MAC intrinsics) and under
 QEMU (the SMLAD path), on the random cases of tests/test_ops_conv.py and named tail
-cases (channels or rows not a multiple of the block, odd pixel counts, padding, strides).
+cases (channels or rows not a multiple of the block, odd pixel counts, padding, strides,
+dilation, filter sizes).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from conftest import MLPERF_INT8, model_path, require_tool
 from kiln.compiler.codegen.lowering import Target
 from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, conv2d_variant,
                                             dwconv2d_variant, fully_connected_variant,
-                                            pack_conv2d_filter, pack_fc_filter, requant_fast)
+                                            pack_conv2d_filter, pack_dwconv_filter,
+                                            pack_fc_filter, requant_fast)
 from kiln.compiler.errors import ModelError
 from kiln.compiler.numerics import requantize
 from kiln.compiler.paths import crt_dir
@@ -37,11 +40,12 @@ from tflite_builder import TensorSpec, rand_int8
 
 BOARD = "mps2-an386"
 DSP = Target(board=BOARD, cpu="cortex-m4", dsp=True)
-SIMD_KERNELS = {"kiln_conv2d_gemm_s8", "kiln_dwconv2d_3x3_s8", "kiln_fully_connected_rows_s8"}
-ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8",
-                                   "kiln_fully_connected_rows2_s8",
-                                   "kiln_fully_connected_rows8_s8"}
-SIMD_VARIANTS = {"gemm", "3x3", "rows"}
+SIMD_KERNELS = {"kiln_conv2d_gemm_oc4_s8", "kiln_dwconv2d_3x3_s8",
+                "kiln_fully_connected_rows8_s8"}                  # the defaults
+ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s8",
+                                   "kiln_fully_connected_rows_s8",
+                                   "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8"}
+SIMD_VARIANTS = {"gemm", "3x3", "channels", "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
@@ -171,6 +175,29 @@ def dw3x3_cases(seed: int, n: int) -> list[Case]:
     return cases
 
 
+def dw_channels_cases(seed: int) -> list[Case]:
+    """kiln_dwconv2d_ch4_s8's ground: filters 1x1 to 5x5 and non-square, strides 1 and 2,
+    dilation 2, both paddings, odd sizes, channels a multiple of 4 or not, clamps."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, (k, cin, h, w, stride, dil, padding, act) in enumerate([
+            ((1, 1), 4, 5, 7, 1, 1, "VALID", "NONE"), ((1, 1), 12, 6, 5, 2, 1, "SAME", "RELU6"),
+            ((3, 3), 8, 7, 5, 1, 2, "SAME", "NONE"), ((3, 3), 36, 9, 9, 2, 1, "SAME", "RELU"),
+            ((3, 3), 7, 6, 7, 1, 1, "SAME", "RELU6"), ((3, 3), 13, 5, 5, 2, 1, "VALID", "NONE"),
+            ((5, 5), 4, 9, 7, 1, 1, "SAME", "RELU6"), ((5, 5), 8, 11, 11, 2, 1, "SAME", "NONE"),
+            ((5, 5), 12, 7, 9, 1, 2, "SAME", "RELU"), ((5, 5), 36, 7, 7, 1, 1, "VALID", "NONE"),
+            ((3, 5), 8, 8, 9, 1, 1, "SAME", "NONE"), ((3, 5), 12, 9, 11, 2, 2, "VALID", "RELU6"),
+            ((5, 3), 4, 3, 3, 1, 1, "SAME", "NONE"), ((3, 5), 5, 5, 6, 2, 1, "SAME", "NONE"),
+            ((5, 5), 2, 6, 6, 1, 1, "SAME", "RELU6"), ((7, 1), 10, 9, 4, 1, 1, "SAME", "NONE"),
+            ((2, 2), 1, 4, 5, 1, 1, "VALID", "NONE"), ((5, 5), 6, 1, 1, 1, 1, "SAME", "NONE")]):
+        cases.append(dwconv_case(rng, 300 + i, kh=k[0], kw=k[1], cin=cin, mult=1, h=h, w=w,
+                                 sh=stride, sw=stride, dh=dil, dw=dil, padding=padding,
+                                 act=act, n=1 + i % 3 // 2))
+    cases.append(dwconv_case(rng, 320, kh=5, kw=5, cin=8, mult=1, h=6, w=6, dh=1, dw=1,
+                             padding="SAME", bias=False, x_zp=-128, y_zp=127))
+    return cases
+
+
 def fc_rows_cases(seed: int, n: int) -> list[Case]:
     rng = np.random.default_rng(seed)
     cases = [fc_case(rng, i) for i in range(n)]
@@ -247,7 +274,7 @@ def _reference_model(cases: list[Case]) -> bytes:
 def test_gemm_is_the_default_on_host():
     art = run_cases(gemm_cases(101, 50), seed=11, board=BOARD)
     kernels = _kernels(art)
-    assert kernels.count("kiln_conv2d_gemm_s8") >= 0.8 * len(kernels), kernels
+    assert kernels.count("kiln_conv2d_gemm_oc4_s8") >= 0.8 * len(kernels), kernels
 
 
 def test_every_conv2d_candidate_on_host():
@@ -262,15 +289,32 @@ def test_dwconv_3x3_on_host():
     assert kernels.count("kiln_dwconv2d_3x3_s8") >= 0.8 * len(kernels), kernels
 
 
+def test_dwconv_channels_is_the_default_off_3x3_on_host():
+    """Every layer of dw_channels_cases but the 3x3 ones with C % 4 == 0 (those take
+    kiln_dwconv2d_3x3_s8) and C < 4 (the plain kernel) runs kiln_dwconv2d_ch4_s8 unless a
+    random scale gives a shift >= -1."""
+    cases = dw_channels_cases(222)
+    art = run_dwconv_cases(cases, seed=19, board=BOARD)
+    want = []
+    for c in cases:
+        _, kh, kw, ch = c.inputs[1].shape
+        dilated = c.options["dilation_h_factor"] > 1
+        want.append("kiln_dwconv2d_3x3_s8" if kh == kw == 3 and ch % 4 == 0 and not dilated
+                    else "kiln_dwconv2d_ch4_s8" if ch >= 4 else "kiln_dwconv2d_s8")
+    got = _kernels(art)
+    assert sum(g == w for g, w in zip(got, want)) >= 0.8 * len(cases), list(zip(got, want))
+    assert {g for g, w in zip(got, want) if g != w} <= {"kiln_dwconv2d_s8"}, got
+
+
 def test_every_dwconv_candidate_on_host():
-    kernels = run_every_candidate(dw3x3_cases(212, 12), seed=16)
-    assert kernels >= {"kiln_dwconv2d_3x3_s8", "kiln_dwconv2d_s8"}
+    kernels = run_every_candidate(dw3x3_cases(212, 12) + dw_channels_cases(213), seed=16)
+    assert kernels >= {"kiln_dwconv2d_3x3_s8", "kiln_dwconv2d_ch4_s8", "kiln_dwconv2d_s8"}
 
 
 def test_fully_connected_rows_on_host():
     art = run_cases(fc_rows_cases(303, 50), seed=13, board=BOARD)
     kernels = _kernels(art)
-    assert kernels.count("kiln_fully_connected_rows_s8") >= 0.8 * len(kernels), kernels
+    assert kernels.count("kiln_fully_connected_rows8_s8") >= 0.8 * len(kernels), kernels
 
 
 def test_every_fully_connected_candidate_on_host():
@@ -279,9 +323,9 @@ def test_every_fully_connected_candidate_on_host():
                        "kiln_fully_connected_rows8_s8", "kiln_fully_connected_s8"}
 
 
-def test_every_gemm_candidate_banded_in_place_on_host():
-    """KWS with optimize="memory": each gemm variant runs as its banded twin (output over
-    its input, crt/kernels/inplace.h) and the model still matches TFLM."""
+def test_every_simd_candidate_banded_in_place_on_host():
+    """KWS with optimize="memory": each gemm and depthwise variant runs as its banded twin
+    (output over its input, crt/kernels/inplace.h) and the model still matches TFLM."""
     model = model_path("kws_ref_model").read_bytes()
     layers = layer_candidates(model, simd_only=True)
     arts = [compile_round(model, layers, i, optimize="memory") for i in range(rounds(layers))]
@@ -291,13 +335,14 @@ def test_every_gemm_candidate_banded_in_place_on_host():
         for j, (g, w) in enumerate(zip(art.run(x), want)):
             assert_equal_exact(g, w, f"kws output {j}, round {i}, optimize=memory")
     banded = {o["kernel"] for art in arts for o in art.report["overlaps"] if o["banded"]}
-    assert banded >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8"}
+    assert banded >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8",
+                      "kiln_dwconv2d_3x3_s8", "kiln_dwconv2d_ch4_s8"}
 
 
 def test_dead_channels_and_big_scales():
     rng = np.random.default_rng(404)
     art = run_cases([dead_channel_case(rng), live_big_scale_case(rng)], seed=14, board=BOARD)
-    assert _kernels(art) == ["kiln_conv2d_gemm_s8", "kiln_conv2d_1x1_s8"]
+    assert _kernels(art) == ["kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_1x1_s8"]
 
 
 def test_requant_fast_rewrites_dead_channels_exactly():
@@ -322,19 +367,19 @@ def test_variant_choice_follows_the_target():
                       padding=(1, 1))
     assert conv2d_variant(conv, Target()).kernel == "kiln_conv2d_s8"
     v = conv2d_variant(conv, DSP)
-    gemm = {"variant": "gemm", "oc_block": 2, "px_block": 2, "weights": "s16"}
-    assert (v.kernel, v.knobs, v.scratch) == ("kiln_conv2d_gemm_s8", gemm, 4 * 144 + 48)
+    gemm = {"variant": "gemm", "oc_block": 4, "px_block": 2, "weights": "s16"}
+    assert (v.kernel, v.knobs, v.scratch) == ("kiln_conv2d_gemm_oc4_s8", gemm, 4 * 144 + 48)
     assert conv2d_variant(conv, DSP, {"variant": "generic"}).kernel == "kiln_conv2d_s8"
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, {"variant": "1x1"})
     with pytest.raises(ModelError, match="not a candidate"):
-        conv2d_variant(conv, DSP, dict(gemm, oc_block=4, weights="s8"))
+        conv2d_variant(conv, DSP, dict(gemm, weights="s8"))
     # Every int16 gemm before the int8-weight one (slower: a tuner takes it for flash).
     assert [(k["variant"], k.get("oc_block"), k.get("weights"))
             for k in candidates("CONV_2D", conv, DSP)] == [
-        ("gemm", 2, "s16"), ("gemm", 4, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
-    for knobs, kernel in ((dict(gemm, oc_block=4), "kiln_conv2d_gemm_oc4_s8"),
-                          (dict(gemm, weights="s8"), "kiln_conv2d_gemm_w8_s8")):
+        ("gemm", 4, "s16"), ("gemm", 2, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
+    for knobs, kernel in ((dict(gemm, oc_block=2), "kiln_conv2d_gemm_s8"),
+                          (dict(gemm, oc_block=2, weights="s8"), "kiln_conv2d_gemm_w8_s8")):
         assert (conv2d_variant(conv, DSP, knobs).kernel,
                 conv2d_variant(conv, DSP, knobs).scratch) == (kernel, 4 * 144 + 48)
     pw = LayerShape(input=(1, 8, 8, 6), filter=(32, 1, 1, 6), output=(1, 8, 8, 32))
@@ -349,22 +394,44 @@ def test_variant_choice_follows_the_target():
     dw = LayerShape(input=(1, 8, 8, 12), filter=(1, 3, 3, 12), output=(1, 8, 8, 12))
     assert dwconv2d_variant(dw, DSP).kernel == "kiln_dwconv2d_3x3_s8"
     assert dwconv2d_variant(dw, DSP).scratch == 12
+    # 3x3 first (the fastest on a 3x3), then the channels kernel, then the plain one.
+    assert [(dwconv2d_variant(dw, DSP, k).kernel, dwconv2d_variant(dw, DSP, k).scratch)
+            for k in candidates("DEPTHWISE_CONV_2D", dw, DSP)] == [
+        ("kiln_dwconv2d_3x3_s8", 12), ("kiln_dwconv2d_ch4_s8", 12), ("kiln_dwconv2d_s8", 0)]
+    assert dwconv2d_variant(dw, Target()).kernel == "kiln_dwconv2d_s8"
     for other in (LayerShape(input=(1, 8, 8, 6), filter=(1, 3, 3, 6), output=(1, 8, 8, 6)),
                   LayerShape(input=(1, 8, 8, 4), filter=(1, 5, 5, 4), output=(1, 8, 8, 4)),
-                  LayerShape(input=(1, 8, 8, 4), filter=(1, 3, 3, 8), output=(1, 8, 8, 8),
-                             depth_multiplier=2),
                   LayerShape(input=(1, 8, 8, 4), filter=(1, 3, 3, 4), output=(1, 4, 4, 4),
                              dilation=(2, 2))):
-        assert dwconv2d_variant(other, DSP).kernel == "kiln_dwconv2d_s8"
+        v = dwconv2d_variant(other, DSP)
+        assert (v.kernel, v.knobs, v.scratch) == (
+            "kiln_dwconv2d_ch4_s8", {"variant": "channels", "ch_block": 4}, other.input[3])
+    for plain in (LayerShape(input=(1, 8, 8, 4), filter=(1, 3, 3, 8), output=(1, 8, 8, 8),
+                             depth_multiplier=2),
+                  LayerShape(input=(1, 8, 8, 3), filter=(1, 5, 5, 3), output=(1, 8, 8, 3)),
+                  LayerShape(input=(1, 8, 8, 8), filter=(1, 5, 5, 8), output=(1, 8, 8, 8),
+                             requant_fast=False)):
+        assert candidates("DEPTHWISE_CONV_2D", plain, DSP) == [{"variant": "generic"}]
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
     assert fully_connected_variant(fc, DSP).scratch == 64
     assert fully_connected_variant(fc, Target()).kernel == "kiln_fully_connected_s8"
     assert [(fully_connected_variant(fc, DSP, k).kernel, k.get("row_block"))
             for k in candidates("FULLY_CONNECTED", fc, DSP)] == [
-        ("kiln_fully_connected_rows_s8", 4), ("kiln_fully_connected_rows2_s8", 2),
-        ("kiln_fully_connected_rows8_s8", 8), ("kiln_fully_connected_s8", None)]
+        ("kiln_fully_connected_rows8_s8", 8), ("kiln_fully_connected_rows_s8", 4),
+        ("kiln_fully_connected_rows2_s8", 2), ("kiln_fully_connected_s8", None)]
     assert {fully_connected_variant(fc, DSP, k).scratch
             for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0}
+
+
+def test_dwconv_packing_pads_channels_to_blocks_of_four():
+    """Per block of four channels, per tap, [(c0, c2), (c1, c3)]; a last block of fewer
+    channels has zero filters in the missing ones."""
+    w = (np.arange(6, dtype=np.int8)[None, None, None, :] + 10 * np.arange(2, dtype=np.int8)
+         [None, None, :, None]).reshape(1, 1, 2, 6)           # tap t, channel c: 10 t + c
+    pair = lambda lo, hi: (lo & 0xFFFF) | (hi << 16)          # noqa: E731
+    assert pack_dwconv_filter(w).view(np.uint32).tolist() == [
+        pair(0, 2), pair(1, 3), pair(10, 12), pair(11, 13),    # channels 0-3, taps 0 and 1
+        pair(4, 0), pair(5, 0), pair(14, 0), pair(15, 0)]      # channels 4, 5 (+ 2 zero)
 
 
 def test_packing_follows_the_kernels_block_order():
@@ -419,7 +486,8 @@ int main(void)
     const kiln_dims_t in_a = {1, 9, 9, 16}, f_a = {32, 3, 3, 16};
     const kiln_dims_t in_b = {1, 9, 9, 3}, f_b = {8, 3, 3, 3};
     const kiln_dims_t fc_f = {10, 1, 1, 30};
-    printf("sizes %d %d %d %d %d %d %d %d\n",
+    const kiln_dims_t in_c6 = {1, 7, 7, 6};
+    printf("sizes %d %d %d %d %d %d %d %d %d\n",
            (int)kiln_conv2d_gemm_s8_get_buffer_size(&in_a, &f_a),
            (int)kiln_conv2d_gemm_s8_get_buffer_size(&in_b, &f_b),
            (int)kiln_conv2d_gemm_oc4_s8_get_buffer_size(&in_b, &f_b),
@@ -427,7 +495,8 @@ int main(void)
            (int)kiln_dwconv2d_3x3_s8_get_buffer_size(&in_a),
            (int)kiln_fully_connected_rows_s8_get_buffer_size(&fc_f),
            (int)kiln_fully_connected_rows2_s8_get_buffer_size(&fc_f),
-           (int)kiln_fully_connected_rows8_s8_get_buffer_size(&fc_f));
+           (int)kiln_fully_connected_rows8_s8_get_buffer_size(&fc_f),
+           (int)kiln_dwconv2d_ch4_s8_get_buffer_size(&in_c6));
 
     /* Bad arguments are refused. */
     static int32_t words[64];
@@ -440,6 +509,7 @@ int main(void)
     const kiln_fc_params_t fp_off = {0, 3, 0, {-128, 127}};
     const kiln_dims_t in = {1, 3, 3, 4}, f1 = {4, 1, 1, 4}, out = {1, 3, 3, 4};
     const kiln_dims_t wrong = {1, 3, 3, 5}, dwf = {1, 3, 3, 4}, dwf5 = {1, 5, 5, 4};
+    const kiln_dims_t in3 = {1, 3, 3, 3}, dwf3 = {1, 3, 3, 3}, out3 = {1, 3, 3, 3};
     const kiln_dims_t fc_in = {1, 1, 1, 4}, fc_out = {1, 1, 1, 4};
     const kiln_context_t ctx = {buf, 256}, small = {buf, 2}, odd = {buf + 1, 200};
     const int8_t *x = (const int8_t *)words;
@@ -469,6 +539,11 @@ int main(void)
                                           &fc_out, y));
     REFUSED(kiln_fully_connected_rows8_s8(&small, &fp, q, &fc_in, x, &f1, words, bias,
                                           &fc_out, y));
+    REFUSED(kiln_dwconv2d_ch4_s8(&small, &dp, q, &in, x, &dwf5, words, bias, &out, y));
+    REFUSED(kiln_dwconv2d_ch4_s8(&ctx, &dp, q, &in, x, &dwf5, odd_w, bias, &out, y));
+    REFUSED(kiln_dwconv2d_ch4_s8(&ctx, &dp, q, &in, x, &dwf5, words, NULL, &out, y));
+    REFUSED(kiln_dwconv2d_ch4_s8(&ctx, &dp, q, &in3, x, &dwf3, words, bias, &out3, y));
+    REFUSED(kiln_dwconv2d_ch4_s8(&ctx, &dp, q, &in, x, &wrong, words, bias, &out, y));
     ACCEPTED(kiln_conv2d_gemm_s8(&ctx, &p, q, &in, x, &f1, words, bias, &out, y));
     ACCEPTED(kiln_dwconv2d_3x3_s8(&ctx, &dp, q, &in, x, &dwf, words, bias, &out, y));
     ACCEPTED(kiln_fully_connected_rows_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias, &fc_out, y));
@@ -478,6 +553,7 @@ int main(void)
                                            &fc_out, y));
     ACCEPTED(kiln_fully_connected_rows8_s8(&ctx, &fp, q, &fc_in, x, &f1, words, bias,
                                            &fc_out, y));
+    ACCEPTED(kiln_dwconv2d_ch4_s8(&ctx, &dp, q, &in, x, &dwf5, words, bias, &out, y));
     printf("mismatches %ld refused %d accepted %d\n", bad, refused, accepted);
     return 0;
 }
@@ -493,10 +569,11 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
                     "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                     "-I", str(kernels), "-o", str(exe), str(tmp_path / "main.c"),
                     *(str(kernels / f) for f in ("conv2d_gemm.c", "dwconv_3x3.c",
+                                                 "dwconv_channels.c",
                                                  "fully_connected_rows.c"))], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
                          timeout=120).stdout
-    assert "mismatches 0 refused 16 accepted 7" in out, out
+    assert "mismatches 0 refused 21 accepted 8" in out, out
     sizes = [int(v) for v in out.split("sizes ")[1].split("\n")[0].split()]
     shapes = [LayerShape(input=(1, 9, 9, 16), filter=(32, 3, 3, 16), output=(1, 9, 9, 32)),
               LayerShape(input=(1, 9, 9, 3), filter=(8, 3, 3, 3), output=(1, 9, 9, 8))]
@@ -506,8 +583,11 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
     dw = LayerShape(input=(1, 9, 9, 16), filter=(1, 3, 3, 16), output=(1, 9, 9, 16))
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
     assert sizes[4] == dwconv2d_variant(dw, DSP).scratch
-    assert sizes[5:] == [fully_connected_variant(fc, DSP, {"variant": "rows", "row_block": b})
-                         .scratch for b in (4, 2, 8)]
+    assert sizes[5:8] == [fully_connected_variant(fc, DSP, {"variant": "rows", "row_block": b})
+                          .scratch for b in (4, 2, 8)]
+    dw5 = LayerShape(input=(1, 7, 7, 6), filter=(1, 5, 5, 6), output=(1, 7, 7, 6))
+    assert sizes[8] == dwconv2d_variant(dw5, DSP, {"variant": "channels", "ch_block": 4}) \
+        .scratch
 
 
 def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):
@@ -517,7 +597,7 @@ def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):
     from kiln.compiler.host_build import build_executable
     from test_ops_conv import _sanitizer_main
     cases = (gemm_cases(505, 6) + gemm_tail_cases(509)[::2] + dw3x3_cases(506, 4) +
-             fc_rows_cases(507, 4) + fc_tail_cases(510)[::2])
+             dw_channels_cases(511) + fc_rows_cases(507, 4) + fc_tail_cases(510)[::2])
     model = _build(cases)
     rng = np.random.default_rng(508)
     layers = layer_candidates(model, simd_only=True)
@@ -560,7 +640,7 @@ def test_simd_layers_on_qemu(tmp_path):
     require_tool("qemu-system-arm")
     from kiln.project_gen import create_project
     cases = (gemm_cases(601, 16) + gemm_tail_cases(606) + dw3x3_cases(602, 10) +
-             fc_rows_cases(603, 12) + fc_tail_cases(607) +
+             dw_channels_cases(608) + fc_rows_cases(603, 12) + fc_tail_cases(607) +
              [dead_channel_case(np.random.default_rng(604))])
     model = _build(cases)
     layers = layer_candidates(model, simd_only=True)

@@ -146,7 +146,8 @@ kiln_status_t kiln_transpose_conv_s8(const kiln_conv_params_t *params,
                                      const int32_t *bias,
                                      const kiln_dims_t *output_dims, int8_t *output);
 
-/* ---- SIMD variants (conv2d_gemm.c, dwconv_3x3.c, fully_connected_rows.c) --
+/* ---- SIMD variants (conv2d_gemm.c, dwconv_3x3.c, dwconv_channels.c,
+ *      fully_connected_rows.c) ---------------------------------------------
  *
  * Built for every core: on cores with the DSP extension (__ARM_FEATURE_DSP:
  * Cortex-M4, M7, M33, M55) their inner loops are dual 16-bit MACs (SMLAD),
@@ -254,6 +255,26 @@ kiln_status_t kiln_dwconv2d_3x3_s8(const kiln_context_t *ctx, const kiln_dwconv_
 
 /* Scratch of kiln_dwconv2d_3x3_s8: C bytes. */
 int32_t kiln_dwconv2d_3x3_s8_get_buffer_size(const kiln_dims_t *input_dims);
+
+/* DEPTHWISE_CONV_2D, depth multiplier 1, any filter size, stride, dilation,
+ * padding and C, in blocks of four channels; the last C % 4 channels in a
+ * block of their own, whose missing channels have zero filters.
+ *   filter  packed from 1HWC with C padded with zero channels to a multiple
+ *           of 4: per block of four channels, per tap (row-major), the words
+ *           [(c0, c2)][(c1, c3)]: 2 * KH * KW words per block
+ *   bias    folded: model bias + input_offset * sum of the channel's taps
+ *           (padding reads as the zero point)
+ *   quant   C entries
+ *   ctx     >= kiln_dwconv2d_ch4_s8_get_buffer_size(): one pixel of padding */
+kiln_status_t kiln_dwconv2d_ch4_s8(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
+                                   const kiln_requant_fast_t *quant,
+                                   const kiln_dims_t *input_dims, const int8_t *input,
+                                   const kiln_dims_t *filter_dims, const int32_t *filter,
+                                   const int32_t *bias,
+                                   const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_dwconv2d_ch4_s8: C bytes. */
+int32_t kiln_dwconv2d_ch4_s8_get_buffer_size(const kiln_dims_t *input_dims);
 
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added

@@ -1,6 +1,6 @@
 /*
  * conv_dsp.h - primitives of the SIMD conv-family variants (conv2d_gemm.c,
- * dwconv_3x3.c, fully_connected_rows.c). Private: not included by
+ * dwconv_3x3.c, dwconv_channels.c, fully_connected_rows.c). Private: not included by
  * kiln_kernels.h.
  *
  * On cores with the DSP extension (__ARM_FEATURE_DSP: Cortex-M4, M7, M33,
@@ -187,6 +187,65 @@ static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
     v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
     v = v < act_max ? v : act_max;
     return (int8_t)v;
+}
+
+/*
+ * Depthwise blocks of four channels (dwconv_3x3.c, dwconv_channels.c). One
+ * word of input, four channels' int8 values at one tap, splits into the
+ * pairs (c0, c2) and (c1, c3), multiplied lane by lane (SMLABB / SMLATT) by
+ * the tap's two packed filter words, which `w` then steps past. a0..a3 are
+ * the caller's accumulators of channels c0..c3.
+ */
+#define KILN_DW_TAP4(x, w, a0, a1, a2, a3)                                       \
+    do {                                                                         \
+        const uint32_t even_ = kiln_sxtb16(x);                                   \
+        const uint32_t odd_ = kiln_sxtb16_ror8(x);                               \
+        uint32_t we_;                                                            \
+        uint32_t wo_;                                                            \
+        KILN_LOAD_PAIR(we_, wo_, w);                                             \
+        (a0) = kiln_smlabb(even_, we_, a0);                                      \
+        (a2) = kiln_smlatt(even_, we_, a2);                                      \
+        (a1) = kiln_smlabb(odd_, wo_, a1);                                       \
+        (a3) = kiln_smlatt(odd_, wo_, a3);                                       \
+    } while (0)
+
+/* Requantizes a0..a3 into o[0..3] with q[0..3] (out_off, act_min, act_max
+ * and full_range in scope, as in kiln_output_fast); all four before the
+ * first store, which the compiler must assume may alias q. */
+#define KILN_DW_STORE4(o, q, a0, a1, a2, a3)                                     \
+    do {                                                                         \
+        const int8_t y0_ = kiln_output_fast(a0, &(q)[0], out_off, act_min, act_max, full_range); \
+        const int8_t y1_ = kiln_output_fast(a1, &(q)[1], out_off, act_min, act_max, full_range); \
+        const int8_t y2_ = kiln_output_fast(a2, &(q)[2], out_off, act_min, act_max, full_range); \
+        const int8_t y3_ = kiln_output_fast(a3, &(q)[3], out_off, act_min, act_max, full_range); \
+        (o)[0] = y0_;                                                            \
+        (o)[1] = y1_;                                                            \
+        (o)[2] = y2_;                                                            \
+        (o)[3] = y3_;                                                            \
+    } while (0)
+
+/* The arguments every SIMD depthwise kernel needs (conv.h): depth
+ * multiplier 1, as many output as input channels, a word-aligned packed
+ * filter, a folded bias and `scratch` bytes of context (its
+ * _get_buffer_size). Each kernel checks its filter size and channels on top. */
+static inline int kiln_dw_fast_args_valid(const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_requant_fast_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias, const kiln_dims_t *output_dims,
+                                          const int8_t *output, int32_t scratch)
+{
+    if (ctx == NULL || params == NULL || !kiln_conv_params_valid(&params->conv) ||
+        params->depth_multiplier != 1 || quant == NULL || input == NULL || filter == NULL ||
+        bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        ((uintptr_t)filter & 3u) != 0) {
+        return 0;
+    }
+    const int32_t in_c = input_dims->c;
+    return input_dims->n == output_dims->n && filter_dims->n == 1 && filter_dims->c == in_c &&
+           output_dims->c == in_c && ctx->buf != NULL && ctx->size >= scratch;
 }
 
 /* Rounds a dot-product depth up to whole groups of four. */

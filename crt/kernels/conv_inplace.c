@@ -314,14 +314,22 @@ kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln
     return KILN_OK;
 }
 
-kiln_status_t kiln_dwconv2d_3x3_banded_s8(const kiln_band_params_t *band,
-                                          const kiln_context_t *ctx,
-                                          const kiln_dwconv_params_t *params,
-                                          const kiln_requant_fast_t *quant,
-                                          const kiln_dims_t *input_dims, const int8_t *input,
-                                          const kiln_dims_t *filter_dims, const int32_t *filter,
-                                          const int32_t *bias,
-                                          const kiln_dims_t *output_dims, int8_t *output)
+/* The SIMD dwconv variants share one signature (conv.h), so one band loop. */
+typedef kiln_status_t (*dw_kernel_t)(const kiln_context_t *ctx,
+                                     const kiln_dwconv_params_t *params,
+                                     const kiln_requant_fast_t *quant,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int32_t *bias,
+                                     const kiln_dims_t *output_dims, int8_t *output);
+
+static kiln_status_t dw_banded(dw_kernel_t kernel, const kiln_band_params_t *band,
+                               const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
+                               const kiln_requant_fast_t *quant,
+                               const kiln_dims_t *input_dims, const int8_t *input,
+                               const kiln_dims_t *filter_dims, const int32_t *filter,
+                               const int32_t *bias,
+                               const kiln_dims_t *output_dims, int8_t *output)
 {
     int32_t copy_bytes;
     band_dims_t d;
@@ -336,12 +344,37 @@ kiln_status_t kiln_dwconv2d_3x3_banded_s8(const kiln_band_params_t *band,
         band_call(band, ctx, copy_bytes, &params->conv, &d.in, input, filter_dims->h, &d.out,
                   output, i, &c);
         p.conv = c.params;
-        const kiln_status_t status = kiln_dwconv2d_3x3_s8(&c.ctx, &p, quant, &c.in_dims, c.in,
-                                                          filter_dims, filter, bias,
-                                                          &c.out_dims, c.out);
+        const kiln_status_t status = kernel(&c.ctx, &p, quant, &c.in_dims, c.in, filter_dims,
+                                            filter, bias, &c.out_dims, c.out);
         if (status != KILN_OK) {
             return status;
         }
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_dwconv2d_3x3_banded_s8(const kiln_band_params_t *band,
+                                          const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_requant_fast_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    return dw_banded(kiln_dwconv2d_3x3_s8, band, ctx, params, quant, input_dims, input,
+                     filter_dims, filter, bias, output_dims, output);
+}
+
+kiln_status_t kiln_dwconv2d_ch4_banded_s8(const kiln_band_params_t *band,
+                                          const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_requant_fast_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    return dw_banded(kiln_dwconv2d_ch4_s8, band, ctx, params, quant, input_dims, input,
+                     filter_dims, filter, bias, output_dims, output);
 }
