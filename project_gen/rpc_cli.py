@@ -171,10 +171,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
     layer_sum = sum(r.cycles for r in rows)
     whole = _cycles(project, round(timing.mean_ticks), timing.tick_hz, port)
     total_macs = sum(r.macs for r in rows)
-    print(f"{'#':>3} {'op':<18} {'kernel':<28} {'output':<16} {'MACs':>11} {unit:>13} "
+    kw = max([len("kernel")] + [len(r.kernel) for r in rows])    # names are never cut
+    print(f"{'#':>3} {'op':<18} {'kernel':<{kw}} {'output':<16} {'MACs':>11} {unit:>13} "
           f"{'%':>6} {'MACs/' + unit[:5]:>10}")
     for r in rows:
-        print(f"{r.index:>3} {r.op:<18} {r.kernel[:28]:<28} {str(r.output_shape):<16} "
+        print(f"{r.index:>3} {r.op:<18} {r.kernel:<{kw}} {str(r.output_shape):<16} "
               f"{r.macs:>11,} {r.cycles:>13,} {r.percent:>6.1f} {r.macs_per_cycle:>10.3f}")
     diff = 100.0 * (layer_sum - whole) / whole if whole else 0.0
     print(f"layers {layer_sum:,} {unit}; whole model {whole:,} {unit} (mean of {timing.repeat}); "
