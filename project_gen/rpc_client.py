@@ -74,6 +74,11 @@ class DeviceInfo:
     def has_tuning(self) -> bool:
         return bool(self.flags & 0x01)
 
+    @property
+    def inputs_overwritten(self) -> bool:
+        """A run writes over the model inputs (the memory plan reuses their bytes)."""
+        return bool(self.flags & 0x04)
+
     @classmethod
     def parse(cls, data: bytes) -> DeviceInfo:
         if len(data) < 26 or data[:4] != MAGIC:

@@ -87,6 +87,9 @@ class Session:
         self._clean_calls = 0
         self._device: DeviceInfo | None = None
         self.last_run_ticks: int | None = None  # device ticks of the last run()
+        # Inputs a run has written over since they were uploaded (models whose plan lets a
+        # layer reuse an input's bytes; DeviceInfo.inputs_overwritten).
+        self._consumed_inputs: set[int] = set()
         if connect:
             try:
                 self.connect()
@@ -239,6 +242,12 @@ class Session:
     def write_input(self, index: int, x: np.ndarray | bytes) -> None:
         """Upload input `index` into the device's arena (chunked)."""
         self._upload(SPACE_INPUT, index, self._input_bytes(index, x))
+        self._consumed_inputs.discard(index)
+
+    def _ran_model(self) -> None:
+        """Note that the model ran: on some models that consumes the inputs in place."""
+        if self.device.inputs_overwritten:
+            self._consumed_inputs = set(range(self.device.num_inputs))
 
     def read_output(self, index: int) -> np.ndarray:
         """Download output `index` as an array of its spec's dtype and shape (else flat int8)."""
@@ -261,6 +270,10 @@ class Session:
         """
         n_in = self.device.num_inputs
         if x is None:
+            if self._consumed_inputs:
+                raise InputError(
+                    f"the last run wrote over input(s) {sorted(self._consumed_inputs)} on the "
+                    f"device (the model reuses their memory): pass the inputs to run() again")
             blobs = None
         else:
             items = [x] if (n_in == 1 and not isinstance(x, (list, tuple))) else list(x)
@@ -279,6 +292,7 @@ class Session:
                     continue  # an upload was damaged: send the inputs again
                 raise
             self.last_run_ticks = reply.ticks
+            self._ran_model()
             for _ in range(attempts):
                 raws = [self._download(SPACE_OUTPUT, i, self._tensor_bytes(SPACE_OUTPUT, i))
                         for i in range(self.device.num_outputs)]
@@ -289,8 +303,14 @@ class Session:
         raise DeviceError("unreachable")  # pragma: no cover
 
     def time(self, repeat: int = 10, warmup: int = 1, timeout: float | None = None) -> Timing:
-        """Run the model `warmup` times, then time `repeat` runs (ticks and tick rate)."""
-        return self.client.time(repeat, warmup, timeout=timeout)
+        """Run the model `warmup` times, then time `repeat` runs (ticks and tick rate).
+
+        On a model that writes over its inputs (DeviceInfo.inputs_overwritten) only the
+        first run sees the uploaded inputs; the outputs left behind are not theirs.
+        """
+        timing = self.client.time(repeat, warmup, timeout=timeout)
+        self._ran_model()
+        return timing
 
     def layer_names(self) -> list[str]:
         if self._layer_names is None:
@@ -310,6 +330,7 @@ class Session:
             for k, ticks in enumerate(chunk.ticks):
                 layers.append(LayerTicks(first + k, names[first + k], ticks))
             first += len(chunk.ticks)
+        self._ran_model()
         return Profile(layers, sum(layer.ticks for layer in layers), self.device.tick_hz)
 
     # ---- tuning -------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def test_handshake_identity(session):
         ("host", "fixture-build", "rpc_fixture", "fixture-0001")
     assert (info.num_inputs, info.num_outputs, info.num_layers) == (2, 2, 3)
     assert info.tick_hz == 1_000_000_000 and info.max_payload == 1024
-    assert not info.has_tuning
+    assert not info.has_tuning and not info.inputs_overwritten
     assert session.info(refresh=True).session_token == info.session_token
 
 
@@ -291,6 +291,33 @@ def test_host_board_platform(tmp_path):
             got = s.run([x0, x1])
             np.testing.assert_array_equal(got[0], expected_outputs(x0, x1)[0])
         assert s.profile().total_ticks > 0
+
+
+def test_inputs_a_run_wrote_over_must_be_sent_again(tmp_path):
+    """tiny_cnn's conv writes its output over the image: the device says so in its identity
+    block, and run() on the inputs in place after a run or TIME is refused, not garbage."""
+    from reference import run_reference
+    from test_snapshot import tiny_cnn
+
+    from kiln.project_gen.project import create_project
+
+    model = tmp_path / "tiny_cnn.tflite"
+    model.write_bytes(tiny_cnn())
+    project = create_project(model, board="host", out_dir=tmp_path / "p", mode="host-driven")
+    x = np.random.default_rng(8).integers(-128, 128, (1, 8, 8, 1), dtype=np.int8)
+    with project.connect() as s:
+        assert s.device.inputs_overwritten
+        first = s.run(x)
+        with pytest.raises(InputError, match=r"wrote over input\(s\) \[0\].*pass the inputs"):
+            s.run(None)
+        s.write_input(0, x)
+        s.time(repeat=3)
+        with pytest.raises(InputError, match="wrote over"):
+            s.run(None)
+        s.write_input(0, x)
+        again = s.run(None)
+    np.testing.assert_array_equal(first[0], run_reference(model.read_bytes(), [x])[0])
+    np.testing.assert_array_equal(again[0], first[0])
 
 
 @pytest.mark.slow

@@ -256,6 +256,11 @@ static uint8_t *kiln_rpc_identity(const kiln_rpc_server_t *s, uint8_t *p)
     if (s->session) {
         flags |= KILN_RPC_INFO_SESSION;
     }
+#if defined(KILN_INPUTS_OVERWRITTEN) && KILN_INPUTS_OVERWRITTEN
+    /* The plan lets a layer write over an input: the host must upload again before a
+     * run whose outputs it wants (TIME and PROFILE runs consume the inputs too). */
+    flags |= KILN_RPC_INFO_INPUTS_OVERWRITTEN;
+#endif
     memcpy(p, KILN_RPC_MAGIC, 4);
     p += 4;
     *p++ = (uint8_t)KILN_RPC_PROTOCOL_VERSION;

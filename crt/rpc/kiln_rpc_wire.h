@@ -90,6 +90,7 @@ typedef enum {
 /* HELLO/INFO/BOOT identity block flags. */
 #define KILN_RPC_INFO_TUNING 0x01u  /* the build has a tuning table */
 #define KILN_RPC_INFO_SESSION 0x02u /* a session is open */
+#define KILN_RPC_INFO_INPUTS_OVERWRITTEN 0x04u /* a run writes over the model inputs */
 
 /* RUN flags. */
 #define KILN_RPC_RUN_CHECK_INPUT 0x01u /* verify the inputs' CRC-32 before running */
