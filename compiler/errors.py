@@ -17,6 +17,10 @@ class BoardError(KilnError):
     """Unknown board, or the model does not fit the board."""
 
 
+class FitError(BoardError):
+    """A firmware (the model's, or a tuning build) does not fit the board's flash or RAM."""
+
+
 class BuildError(KilnError):
     """A C build (host or cross) failed."""
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kiln.compiler.errors import BoardError
+from kiln.compiler.errors import FitError
 
 from .boards import Board, Region
 from .elf import read_elf
@@ -120,7 +120,7 @@ def linker_overflows(output: str) -> dict[str, int]:
 
 
 def overflow_error(model: str, board: Board, overflows: dict[str, int],
-                   at_least: bool = False) -> BoardError:
+                   at_least: bool = False) -> FitError:
     """One line: which region overflows by how many bytes, for each region that does."""
     regions = {"FLASH": board.flash, "RAM": board.ram}
     by = "by at least" if at_least else "by"
@@ -129,7 +129,7 @@ def overflow_error(model: str, board: Board, overflows: dict[str, int],
         region = regions.get(name)
         of = f" (the board has {region.size:,})" if region else ""
         parts.append(f"{name} overflows {by} {over:,} bytes{of}")
-    return BoardError(f"{model} does not fit {board.name}: {'; '.join(parts)}")
+    return FitError(f"{model} does not fit {board.name}: {'; '.join(parts)}")
 
 
 def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int) -> None:

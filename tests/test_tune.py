@@ -58,8 +58,10 @@ def test_workload_key_ignores_weight_values_but_not_the_board():
     assert keys == [w.key for w in extract_workloads(g2, target_for(BOARD))]
     host = extract_workloads(g, target_for("host"))
     assert [w.key for w in host] == keys          # same key; records also carry the board
-    assert all(len(w.candidates) < len(m.candidates) for w, m in
-               zip(host, extract_workloads(g, target_for(BOARD))) if w.op_type == "CONV_2D")
+    for w, m in zip(host, extract_workloads(g, target_for(BOARD))):
+        # same kernels to time, but without DSP the plain kernel stays the default
+        assert sorted(map(knobs_id, w.candidates)) == sorted(map(knobs_id, m.candidates))
+        assert w.candidates[0] == {"variant": "generic"} != m.candidates[0]
 
 
 # --- records -----------------------------------------------------------------------------
@@ -301,6 +303,67 @@ def test_a_candidate_whose_output_differs_is_rejected_as_a_bug(qemu_tools):
             m = _measure_one(session, v, x, bytes(bad), MeasureOptions(), lambda t, hz: t)
     assert ok.status == "ok" and len(ok.cycles) == 2
     assert m.status == "mismatch" and not m.cycles and "first at 5" in m.detail
+
+
+@pytest.mark.parametrize("board", ["mps2-an385", "microbit"])
+def test_cores_without_dsp_tune_the_plain_c_blocked_kernels(board, qemu_tools, tmp_path):
+    """Cortex-M3 and M0: the plain kernels stay the default, the blocked kernels' plain-C
+    forms are timed (and checked on the device) too, and a build that picks them is exact."""
+    records = tmp_path / "r.jsonl"
+    assert main(["tune", str(DIGITS), "--board", board, "--workers", "2", "--repeat", "1",
+                 "-o", str(records)]) == 0
+    entries = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {e["knobs"]["variant"] for e in entries} >= {"generic", "gemm", "rows"}
+    assert all(e["status"] == "ok" for e in entries), entries
+    g = kc.load(DIGITS)
+    default_kernels = {o["kernel"] for o in kc.compile(g, board).report["ops"]}
+    assert {"kiln_conv2d_s8", "kiln_fully_connected_s8"} <= default_kernels
+    for e in entries:                    # make the blocked kernels win every layer
+        if e["knobs"]["variant"] == "generic":
+            e["cycles"] = {"median": 10**9, "min": 10**9, "max": 10**9}
+    flipped = tmp_path / "flipped.jsonl"
+    flipped.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    from kiln.project_gen import create_project
+
+    x = np.load(REPO / "examples" / "digits" / "digits_test_x.npy")[:2]
+    project = create_project(str(DIGITS), board, tmp_path / "fw", inputs=[x],
+                             tuning_records=flipped)
+    kernels = {o["kernel"] for o in project.manifest["ops"]}
+    assert any(k.startswith("kiln_conv2d_gemm") for k in kernels), kernels
+    assert any(k.startswith("kiln_fully_connected_rows") for k in kernels), kernels
+    got = project.run().outputs[0].reshape(len(x), -1)
+    for i in range(len(x)):
+        want = run_reference(DIGITS.read_bytes(), [x[i:i + 1]])[0]
+        assert_equal_exact(got[i].reshape(want.shape), want, f"{board} sample {i}")
+
+
+@pytest.mark.parametrize("trust_estimate", [True, False])
+def test_layers_too_large_to_tune_alone_are_named_not_fatal(trust_estimate, qemu_tools,
+                                                           tmp_path, monkeypatch):
+    """KWS on the micro:bit (16 KB RAM): the model fits in place, but a tuning build holds a
+    layer's 8,000-byte input and output side by side. With the size estimate (or, when the
+    estimate lets everything through, with the linker's verdict and batch halving) those
+    layers are named and left to the default; the others are tuned."""
+    from kiln.compiler.tune import tuner
+
+    if not trust_estimate:
+        monkeypatch.setattr(tuner, "_room", lambda size, margin: 10**9)
+    records = Records.load(tmp_path / "r.jsonl", missing_ok=True)
+    g = kc.load(model_path("kws_ref_model"))
+    summary = tuner.tune(g, "microbit", records, tuner.TuneOptions(workers=2))
+    big = {w.key for w in extract_workloads(optimize(g), target_for("microbit"))
+           if w.op_type == "DEPTHWISE_CONV_2D" or w.key.startswith("CONV_2D in 1x25x5x64")}
+    assert set(summary.unfit) == big
+    why = "does not fit microbit: RAM overflows" if not trust_estimate else "needs arena 16,"
+    assert all(why in reason for reason in summary.unfit.values()), summary.unfit
+    timed = {e["workload"] for e in records.entries if e["status"] == "ok"}
+    assert timed and not timed & big and not summary.problems
+    assert {e["status"] for e in records.entries} == {"ok", "unfit"}
+    assert {e["workload"] for e in records.entries if e["status"] == "unfit"} == big
+    assert summary.measured == len(records.entries) - len(
+        [e for e in records.entries if e["status"] == "unfit"])
+    again = tuner.tune(g, "microbit", records, tuner.TuneOptions(workers=2))
+    assert again.measured == 0 and again.batches == 0
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -96,14 +96,17 @@ def print_summary(s: TuneSummary, records: Records) -> None:
         else:
             ratio = "      -"
         knobs = knobs_id(r.best_knobs) if r.best_knobs else "-"
-        print(f"{n:>6}  {r.default_cycles or 0:>12,}  {r.best_cycles or 0:>12,}  {ratio:>8}  "
-              f"{knobs}  {r.workload.key}")
+        default = "-" if r.default_cycles is None else f"{r.default_cycles:,}"
+        best = "-" if r.best_cycles is None else f"{r.best_cycles:,}"
+        print(f"{n:>6}  {default:>12}  {best:>12}  {ratio:>8}  {knobs}  {r.workload.key}")
     if total_best:
         print(f"tunable layers: {total_default:,} -> {total_best:,} {s.unit} per inference "
               f"({total_default / total_best:.2f}x)")
     print(f"measured {s.measured} candidates in {s.batches} tuning firmware(s) "
           f"({s.already} already in the records) in {_duration(s.wall_s)}; "
           f"records: {records.path}")
+    for key, why in s.unfit.items():
+        print(f"kiln: note: {key}: candidates not measured, {why}", file=sys.stderr)
     for p in s.problems:
         print(f"kiln bug, please report: {p}", file=sys.stderr)
 

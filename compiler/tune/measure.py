@@ -36,7 +36,7 @@ from .workloads import Workload, knobs_id
 class Measurement:
     workload: Workload
     knobs: dict
-    status: str                           # "ok", "mismatch", "error"
+    status: str                           # "ok", "mismatch", "error", "unfit"
     cycles: list[int] = field(default_factory=list)
     detail: str = ""
 

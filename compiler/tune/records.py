@@ -9,7 +9,9 @@
 
 status "ok" is a timed candidate whose output matched the reference kernel's on the
 device; "mismatch" a candidate whose output did not (a kiln bug: never chosen, never
-measured again); "error" a kernel that returned a non-zero status. A file is never
+measured again); "error" a kernel that returned a non-zero status; "unfit" a candidate
+whose tuning build does not fit the board (a layer's input, output and scratch side by
+side; "detail" says by how much), left to the default heuristic. A file is never
 rewritten: `kiln tune` appends, so an interrupted run resumes where it stopped, and a
 line that does not parse (a run killed mid-write) is skipped with a warning.
 
@@ -101,7 +103,7 @@ def _valid(entry: object) -> bool:
         return False
     if not (isinstance(entry.get("workload"), str) and isinstance(entry.get("board"), str)
             and isinstance(entry.get("knobs"), dict) and entry.get("status") in
-            ("ok", "mismatch", "error")):
+            ("ok", "mismatch", "error", "unfit")):
         return False
     if entry["status"] == "ok":
         c = entry.get("cycles")

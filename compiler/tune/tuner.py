@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..compile import KILN_VERSION, check_board, target_for
-from ..errors import InputError
+from ..errors import FitError, InputError
 from ..ir import Graph
 from ..passes import optimize as optimize_graph
 from .measure import (Batch, Measurement, MeasureOptions, make_batch, measure_batch,
@@ -21,8 +21,18 @@ from .records import Records
 from .search import Search
 from .workloads import Workload, extract_workloads, knobs_id, workload_key
 
-# Room left in flash for the code of a tuning build (runtime, RPC server, kernels).
+# Room kept free for what a tuning build holds besides weights and arena: code (runtime,
+# RPC server, every kernel variant: 36-52 KB for the MLPerf models on Cortex-M4) and RAM
+# (RPC buffers, statics). A first cut only: a batch that still overflows when linked is
+# halved (run_batch), so small boards lose a build, not the run.
 _CODE_MARGIN_BYTES = 192 * 1024
+_RAM_MARGIN_BYTES = 64 * 1024
+
+
+def _room(size: int, margin: int) -> int:
+    """What a region of `size` bytes leaves for weights or arena: at most a quarter of a
+    small part goes to the margin."""
+    return size - min(margin, size // 4)
 
 
 @dataclass
@@ -59,12 +69,14 @@ class WorkloadResult:
 @dataclass
 class TuneSummary:
     workloads: list[WorkloadResult]
-    measured: int                    # candidates measured in this run
+    measured: int                    # candidates timed in this run
     already: int                     # candidates the records held before
     batches: int
     wall_s: float
     problems: list[str]              # mismatches and kernel errors: kiln bugs to report
     unit: str
+    # workload key -> why some of its candidates fit no tuning build (records: "unfit")
+    unfit: dict[str, str] = field(default_factory=dict)
 
 
 def _unit(board: str, port: str | None) -> str:
@@ -87,22 +99,30 @@ def _split(items: list[tuple[Workload, dict]], parts: int) -> list[list[tuple[Wo
     return [g for g in groups if g]
 
 
+Unfit = tuple[Workload, dict, str]     # a candidate no tuning build can hold, and why
+
+
 def _fitting_batches(items: list[tuple[Workload, dict]], target, flash: int | None,
-                     ram: int | None) -> list[Batch]:
-    """Batches of `items` whose firmware fits the board: halves a batch whose weights or
-    arena do not (a single candidate that cannot fit is an error)."""
+                     ram: int | None) -> tuple[list[Batch], list[Unfit]]:
+    """Batches of `items` whose firmware fits the board, halving a batch whose weights or
+    arena do not; and the single candidates that fit in no batch. A tuning build holds a
+    layer's input, output and scratch side by side, so a layer the model's own plan fits
+    in place can be too large to tune alone on a small board."""
     batch = make_batch(items, target, KILN_VERSION)
     weights = batch.artifact.report["weights_bytes"]
     arena = batch.artifact.report["arena_bytes"]
     if (flash is None or weights <= flash) and (ram is None or arena <= ram):
-        return [batch]
+        return [batch], []
     if len(items) == 1:
         w, k = items[0]
-        raise InputError(f"the tuning firmware for {w.key} ({k}) needs {weights:,} B of "
-                         f"weights and {arena:,} B of arena: more than {target.board} holds")
+        over = [f"{what} {need:,} B where {target.board} leaves {room:,} B"
+                for what, need, room in (("weights", weights, flash), ("arena", arena, ram))
+                if room is not None and need > room]
+        return [], [(w, k, f"its tuning build needs {' and '.join(over)}")]
     half = len(items) // 2
-    return (_fitting_batches(items[:half], target, flash, ram) +
-            _fitting_batches(items[half:], target, flash, ram))
+    first, first_unfit = _fitting_batches(items[:half], target, flash, ram)
+    second, second_unfit = _fitting_batches(items[half:], target, flash, ram)
+    return first + second, first_unfit + second_unfit
 
 
 def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None = None,
@@ -146,7 +166,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
 
     lock = threading.Lock()
     problems: list[str] = []
-    state = {"done": 0}
+    state = {"done": 0, "timed": 0, "batches": 0}   # candidates done and timed, builds
     total = sum(s.remaining() for s in searches.values())
 
     def model_cycles(pick: Callable[[Workload, Search], int | None]) -> int | None:
@@ -181,15 +201,18 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
             searches[m.workload.key].report(m.knobs, entry["cycles"]["median"]
                                             if m.status == "ok" else None)
             state["done"] += 1
-            if m.status != "ok":
+            state["timed"] += m.status != "unfit"
+            if m.status in ("mismatch", "error"):
                 problems.append(f"{m.status}: {m.workload.key} {knobs_id(m.knobs)}: {m.detail}")
             report_progress()
 
-    flash = None if board_spec.is_host else board_spec.flash.size - _CODE_MARGIN_BYTES
-    ram = None if board_spec.is_host else board_spec.ram.size - board_spec.stack_bytes - 64 * 1024
-    batches_run = 0
+    flash = None if board_spec.is_host else _room(board_spec.flash.size, _CODE_MARGIN_BYTES)
+    ram = (None if board_spec.is_host else
+           _room(board_spec.ram.size - board_spec.stack_bytes, _RAM_MARGIN_BYTES))
     report_progress()
-    def run_batch(batch: Batch) -> float:
+    def measure(batch: Batch) -> float:
+        with lock:
+            state["batches"] += 1
         if not ports:
             return measure_batch(batch, target, options.measure, on_result)
         port = free_ports.get()          # one batch per board at a time
@@ -198,17 +221,35 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         finally:
             free_ports.put(port)
 
+    def skip(unfit: list[Unfit]) -> None:
+        for w, k, why in unfit:      # recorded, so a rerun does not try them again
+            on_result(Measurement(w, k, "unfit", detail=why))
+
+    def run_batch(batch: Batch) -> float:
+        try:
+            return measure(batch)
+        except FitError as exc:          # the linker found it larger than the estimate
+            if len(batch.candidates) == 1:
+                w, k = batch.candidates[0]
+                skip([(w, k, str(exc))])
+                return 0.0
+            half = len(batch.candidates) // 2
+            return sum(run_batch(make_batch(part, target, KILN_VERSION))
+                       for part in (batch.candidates[:half], batch.candidates[half:]))
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
         while True:
             items = [(w, k) for w in workloads for k in searches[w.key].next_round()]
             if not items:
                 break
-            batches = [b for group in _split(items, workers)
-                       for b in _fitting_batches(group, target, flash, ram)]
+            batches = []
+            for group in _split(items, workers):
+                fitting, unfit = _fitting_batches(group, target, flash, ram)
+                batches += fitting
+                skip(unfit)
             futures = [pool.submit(run_batch, b) for b in batches]
             for f in futures:
                 f.result()          # a failed build or a dead link ends the run here
-            batches_run += len(batches)
             for w in workloads:
                 s = searches[w.key]
                 if any(w.key == item[0].key for item in items):
@@ -219,5 +260,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         s = searches[w.key]
         results.append(WorkloadResult(w, s.measured.get(knobs_id(w.candidates[0])),
                                       s.best_cycles(), s.best()))
-    return TuneSummary(results, state["done"], already, batches_run,
-                       time.monotonic() - started, problems, unit)
+    unfit = {e["workload"]: e["detail"] for e in records.entries
+             if e["board"] == board and e["status"] == "unfit" and e["workload"] in searches}
+    return TuneSummary(results, state["timed"], already, state["batches"],
+                       time.monotonic() - started, problems, unit, unfit)

@@ -133,37 +133,42 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     Order matters twice: the default is the variant fastest on typical layers (compiles
     without tuning records use it), and a tuner that breaks ties or stops early favours
     the front. The int8-weight gemm comes after every int16 one: it is slower and only
-    worth it when flash is short."""
+    worth it when flash is short.
+
+    The blocked kernels (gemm, 3x3, channels, rows) are SIMD on cores with the DSP
+    extension and plain C elsewhere. Without DSP they stay behind the plain kernels, so
+    an untuned build keeps the plain kernels there, but the tuner still times them: on
+    QEMU mps2-an385 (Cortex-M3) the plain-C 3x3 depthwise kernel takes half the plain
+    kernel's instructions on KWS, the gemm 1.1-1.35x fewer on 1x1 and 10x4 convolutions,
+    while the plain conv stays ahead on 3x3 ones."""
     _, kh, kw, fc = shape.filter
-    simd = target.dsp and shape.requant_fast
-    out: list[dict] = []
+    blocked: list[dict] = []      # the blocked kernels this layer can use
+    plain: list[dict] = []
     if op == "CONV_2D":
         groups = shape.input[3] // fc
-        if simd and groups == 1:
-            out += [{"variant": "gemm", "oc_block": oc, "px_block": 2, "weights": w}
-                    for oc, w in _GEMM_KERNELS]
+        if shape.requant_fast and groups == 1:
+            blocked += [{"variant": "gemm", "oc_block": oc, "px_block": 2, "weights": w}
+                        for oc, w in _GEMM_KERNELS]
         if kh == kw == 1 and groups == 1 and shape.padding == (0, 0):
-            out.append({"variant": "1x1"})
-        out.append({"variant": "generic"})
+            plain.append({"variant": "1x1"})
     elif op == "DEPTHWISE_CONV_2D":
         # The 3x3 kernel unrolls its nine taps through a pointer table; the channels
         # kernel walks any filter in run-time loops: on QEMU mps2-an386 1.4-2.4x the 3x3
         # kernel's instructions on a 3x3, yet 1.1-2.8x fewer than the plain kernel's on
         # every layer measured (its last C % 4 channels reuse the pixel's last word, so
         # it needs C >= 4).
-        if simd and shape.depth_multiplier == 1:
+        if shape.requant_fast and shape.depth_multiplier == 1:
             if kh == kw == 3 and shape.dilation == (1, 1) and fc % 4 == 0:
-                out.append({"variant": "3x3", "ch_block": 4})
+                blocked.append({"variant": "3x3", "ch_block": 4})
             if fc >= 4:
-                out.append({"variant": "channels", "ch_block": 4})
-        out.append({"variant": "generic"})
+                blocked.append({"variant": "channels", "ch_block": 4})
     elif op == "FULLY_CONNECTED":
-        if simd:
-            out += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
-        out.append({"variant": "generic"})
+        if shape.requant_fast:
+            blocked += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
     else:
         raise ValueError(f"no variants for {op}")
-    return out
+    plain.append({"variant": "generic"})
+    return blocked + plain if target.dsp else plain + blocked
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
