@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tuned vs default kernels: instructions per inference of the MLPerf Tiny int8 models.
 
-    python benchmarks/kernels.py [--boards mps2-an386,mps2-an500] [--records DIR]
+    python benchmarks/kernels.py [--boards mps2-an385,mps2-an386,mps2-an500] [--records DIR]
                                  [--retune] [--workers 2] [--json OUT.json]
 
 Per board and model: instructions per inference with kiln's default kernel variants and
@@ -48,7 +48,7 @@ def wall_time_from_records(records: Records, stem: str, board: str) -> float | N
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--boards", default="mps2-an386,mps2-an500")
+    parser.add_argument("--boards", default="mps2-an385,mps2-an386,mps2-an500")
     parser.add_argument("--records", default=str(RECORDS), metavar="DIR",
                         help="folder of <board>.jsonl tuning records")
     parser.add_argument("--models", default=",".join(MLPERF), help="KWS,VWW,IC,AD")

@@ -41,3 +41,20 @@ def test_mlperf_tuned_bit_exact_and_fast(tmp_path, model, board):
         f"{r.instructions:,} instructions > {GOAL} x TFLM + CMSIS-NN {ANCHORS[board][model]:,}"
     print(f"{model} on {board}: {r.instructions:,} instructions, flash {size.flash.used:,} B, "
           f"RAM {size.ram.used:,} B, stack {r.stack_bytes:,} B")
+
+
+@pytest.mark.parametrize("model", ["kws_ref_model", "vww_96_int8"])
+def test_cortex_m3_defaults_bit_exact(tmp_path, model):
+    """Cortex-M3 (no DSP): plain kernels, except the 3x3 depthwise kernel in plain C."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    path = model_path(model)
+    p = create_project(path, board="mps2-an385", out_dir=tmp_path / "p")
+    kernels = {o["type"]: o["kernel"] for o in p.manifest["ops"]}
+    assert kernels["DEPTHWISE_CONV_2D"] == "kiln_dwconv2d_3x3_s8"
+    assert kernels["CONV_2D"] in ("kiln_conv2d_s8", "kiln_conv2d_1x1_s8")
+    r = p.run()
+    [x] = p.sample_inputs()
+    for i, (got, want) in enumerate(zip(r.outputs, run_reference(path.read_bytes(), x))):
+        diff = np.flatnonzero(got.reshape(-1) != want.reshape(-1))
+        assert diff.size == 0, f"output {i} differs at {diff[:20].tolist()}"
