@@ -243,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     except KilnError as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as e:         # a path the user gave that cannot be read or written
+        where = f": {e.filename}" if e.filename else ""
+        print(f"kiln: error: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)
         return 130

@@ -376,6 +376,10 @@ def test_tune_refuses_bad_requests_with_one_line(argv, message, tmp_path, capsys
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert main(["tune", str(DIGITS), "--board", BOARD, "-o", str(tmp_path / "r.txt")]) == 2
+    capsys.readouterr()
+    assert main(["tune", str(DIGITS), "--board", BOARD, "-o", "/proc/kiln-none/r.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "/proc/kiln-none" in err and "Traceback" not in err and "candidates" not in err
 
 
 def test_tuning_boards_over_their_serial_ports_with_a_flash_command(qemu_tools, tmp_path,

@@ -121,6 +121,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError("--flash-command needs --port (the board's serial port)")
     graph = load(args.model)
     records = Records.load(out, missing_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a", encoding="utf-8"):   # fail on an unwritable path before any build
+        pass
     if records.skipped_lines:
         print(f"kiln: warning: skipped {records.skipped_lines} unreadable line(s) in {out}",
               file=sys.stderr)
