@@ -123,6 +123,9 @@ def cmd_compile(args) -> int:
         t = r["tuning"]
         print(f"kernel variants of {t['tuned_layers']} of {t['tunable_layers']} tunable layers "
               f"from {args.tuning_records} (the others: default variant)")
+        if t["unreadable_lines"]:
+            print(f"kiln: warning: {args.tuning_records}: skipped {t['unreadable_lines']} line(s) "
+                  f"that are not tuning records", file=sys.stderr)
     return EXIT_OK
 
 

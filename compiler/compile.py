@@ -146,7 +146,9 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "flash_fit": moves,
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
-                   "tunable_layers": len(workload_keys), "tuned_layers": len(tuned)},
+                   "tunable_layers": len(workload_keys), "tuned_layers": len(tuned),
+                   # lines of the records file that are not tuning records (skipped)
+                   "unreadable_lines": records.skipped_lines if records is not None else 0},
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
                  "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
                  "macs": e.code.macs, "kernel": e.code.kernel,

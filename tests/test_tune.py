@@ -280,6 +280,16 @@ def test_stale_or_foreign_records_leave_the_default(digits_records, tmp_path):
     assert art.report["tuning"]["tuned_layers"] == 0
 
 
+def test_a_file_of_other_lines_is_named_when_compiling(tmp_path, capsys):
+    junk = tmp_path / "notes.jsonl"
+    junk.write_text('{"workload": 1}\nnot json\n')
+    assert main(["compile", str(DIGITS), "--board", BOARD, "--tuning-records", str(junk),
+                 "-o", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "0 of 3 tunable layers" in captured.out
+    assert "skipped 2 line(s) that are not tuning records" in captured.err
+
+
 def test_a_candidate_whose_output_differs_is_rejected_as_a_bug(qemu_tools):
     from kiln.compiler.compile import KILN_VERSION
     from kiln.compiler.tune.measure import MeasureOptions, _measure_one, make_batch, \
