@@ -210,6 +210,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     ram = (None if board_spec.is_host else
            _room(board_spec.ram.size - board_spec.stack_bytes, _RAM_MARGIN_BYTES))
     report_progress()
+
     def measure(batch: Batch) -> float:
         with lock:
             state["batches"] += 1
