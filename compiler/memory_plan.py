@@ -34,8 +34,8 @@ def _align(n: int, a: int = ALIGN) -> int:
 class Buffer:
     name: str
     size: int
-    first: int          # first step it is alive (written, or -1 for a model input)
-    last: int           # last step it is read (len(ops) for a model output)
+    first: int          # first step it is alive (the step writing it; 0 for a model input)
+    last: int           # last step it is read (the last step for a model output)
     kind: str = "tensor"  # "tensor" or "scratch"
     offset: int = -1
 

@@ -293,21 +293,30 @@ def test_host_board_platform(tmp_path):
         assert s.profile().total_ticks > 0
 
 
-def test_inputs_a_run_wrote_over_must_be_sent_again(tmp_path):
-    """tiny_cnn's conv writes its output over the image: the device says so in its identity
-    block, and run() on the inputs in place after a run or TIME is refused, not garbage."""
+@pytest.mark.parametrize("model", ["tiny_cnn", "digits"])
+def test_inputs_a_run_wrote_over_must_be_sent_again(tmp_path, model):
+    """tiny_cnn's conv writes its output in place over the image; in the digits CNN a later
+    layer's output reuses the image's bytes. Either way the device says so in its identity
+    block, the input read back after a run is no longer the input, and run() on the
+    inputs in place after a run or TIME is refused, not garbage."""
+    from conftest import REPO
     from reference import run_reference
     from test_snapshot import tiny_cnn
 
     from kiln.project_gen.project import create_project
 
-    model = tmp_path / "tiny_cnn.tflite"
-    model.write_bytes(tiny_cnn())
-    project = create_project(model, board="host", out_dir=tmp_path / "p", mode="host-driven")
-    x = np.random.default_rng(8).integers(-128, 128, (1, 8, 8, 1), dtype=np.int8)
+    if model == "tiny_cnn":
+        path = tmp_path / "tiny_cnn.tflite"
+        path.write_bytes(tiny_cnn())
+    else:
+        path = REPO / "examples" / "digits" / "digits_int8.tflite"
+    project = create_project(path, board="host", out_dir=tmp_path / "p", mode="host-driven")
+    shape = project.input_specs[0].shape
+    x = np.random.default_rng(8).integers(-128, 128, shape, dtype=np.int8)
     with project.connect() as s:
         assert s.device.inputs_overwritten
         first = s.run(x)
+        assert s._download(0, 0, x.nbytes) != x.tobytes()      # the flag tells the truth
         with pytest.raises(InputError, match=r"wrote over input\(s\) \[0\].*pass the inputs"):
             s.run(None)
         s.write_input(0, x)
@@ -316,7 +325,7 @@ def test_inputs_a_run_wrote_over_must_be_sent_again(tmp_path):
             s.run(None)
         s.write_input(0, x)
         again = s.run(None)
-    np.testing.assert_array_equal(first[0], run_reference(model.read_bytes(), [x])[0])
+    np.testing.assert_array_equal(first[0], run_reference(path.read_bytes(), [x])[0])
     np.testing.assert_array_equal(again[0], first[0])
 
 

@@ -81,8 +81,17 @@ def _io_macros(graph: Graph, plan_offsets: dict[int, int], prefix: str, ids: lis
 
 
 def _inputs_overwritten(graph: Graph, plan: Plan) -> bool:
-    inputs = {graph.tensor(graph.storage_root(t)).c_name for t in graph.inputs}
-    return any(o.input in inputs for o, _ in plan.shared())
+    """Whether a run writes over a model input's bytes: a layer writing in place over it
+    (plan.shared()), or any later buffer the planner put where the input was once the
+    input is dead. Either way an input left in the arena is gone after a run."""
+    for tid in graph.inputs:
+        a = plan.by_name.get(graph.tensor(graph.storage_root(tid)).c_name)
+        if a is None:
+            continue
+        if any(b is not a and b.size > 0 and a.offset < b.offset + b.size
+               and b.offset < a.offset + a.size for b in plan.buffers):
+            return True
+    return False
 
 
 def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, version: str) -> str:
@@ -96,9 +105,9 @@ def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, ve
            f"#define KILN_NUM_INPUTS {len(graph.inputs)}",
            f"#define KILN_NUM_OUTPUTS {len(graph.outputs)}",
            f"#define KILN_NUM_LAYERS {n_layers}",
-           "/* 1 when a layer writes over a model input in the arena (memory plan overlaps):",
-           " * an input left in the arena (a NULL entry for kiln_run) must then be written",
-           " * again before each run. */",
+           "/* 1 when a run writes over a model input in the arena (a layer in place, or a",
+           " * later buffer reusing its bytes): an input left in the arena (a NULL entry for",
+           " * kiln_run) must then be written again before each run. */",
            f"#define KILN_INPUTS_OVERWRITTEN {int(_inputs_overwritten(graph, plan))}", ""]
     out += _io_macros(graph, offsets, "INPUT", graph.inputs)
     out.append("")

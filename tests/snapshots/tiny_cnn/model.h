@@ -12,9 +12,9 @@
 #define KILN_NUM_INPUTS 1
 #define KILN_NUM_OUTPUTS 1
 #define KILN_NUM_LAYERS 4
-/* 1 when a layer writes over a model input in the arena (memory plan overlaps):
- * an input left in the arena (a NULL entry for kiln_run) must then be written
- * again before each run. */
+/* 1 when a run writes over a model input in the arena (a layer in place, or a
+ * later buffer reusing its bytes): an input left in the arena (a NULL entry for
+ * kiln_run) must then be written again before each run. */
 #define KILN_INPUTS_OVERWRITTEN 1
 
 /* input 0: image [1, 8, 8, 1] int8 s=0.02 zp=-5 */
