@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kiln.compiler.arrays_io import read_inputs, write_outputs
+from kiln.compiler.cli_args import positive_float, positive_int
 from kiln.compiler.errors import InputError
 from kiln.compiler.paths import crt_dir, templates_dir
 
@@ -36,7 +37,7 @@ def add_port_arguments(p: argparse.ArgumentParser) -> None:
                         "socket://HOST:PORT, …) instead of launching QEMU or the host build")
     p.add_argument("--chardev", choices=("pipe", "socket"), default="pipe",
                    help="QEMU serial link: stdio pipe (faster) or TCP socket")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds a run may take on the device (default 60)")
 
 
@@ -45,7 +46,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="a .tflite model, or a host-driven project directory")
     p.add_argument("--board", "-b", default="host", help="board name (see `kiln boards`)")
     p.add_argument("--json", metavar="F", help="also write the profile as JSON")
-    p.add_argument("--repeat", type=int, default=10,
+    p.add_argument("--repeat", type=positive_int, default=10,
                    help="timed whole-model runs to compare the layer sum against")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")

@@ -77,6 +77,10 @@ class SerialTransport(Transport):
             try:
                 self._port = serial.serial_for_url(url, baudrate=baudrate, timeout=0, write_timeout=10)
                 break
+            except ValueError as exc:       # pyserial: an unknown URL scheme
+                raise TransportError(f"cannot open serial port {url}: {exc} (a device path "
+                                     f"such as /dev/ttyACM0, or socket://HOST:PORT, "
+                                     f"rfc2217://HOST:PORT)") from exc
             except (serial.SerialException, OSError) as exc:
                 # A QEMU socket chardev may take a moment to listen.
                 if time.monotonic() >= deadline:

@@ -59,11 +59,11 @@ def test_missing_file(tmp_path):
 
 def test_truncated_model():
     data = model_path("kws_ref_model").read_bytes()
-    for cut in (8, 64, 1000, len(data) // 2, len(data) - 10):
-        try:
+    for cut in (8, 64, 1000, len(data) // 2):
+        with pytest.raises(ModelError, match="truncated or corrupt|malformed|exceeds the file"):
             load(data[:cut])
-        except ModelError:
-            pass
+    with pytest.raises(ModelError, match="truncated or corrupt: it points past its end"):
+        load(data[:3000])
 
 
 def test_float_model_says_quantize_first():

@@ -47,3 +47,17 @@ def test_run_parser_has_port_options(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     assert "--port URL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "bogus://x"], "protocol 'bogus' not known (a device path such as"),
+    (["--timeout", "0"], "--timeout: must be a positive number"),
+    (["--repeat", "-1"], "--repeat: must be at least 1"),
+])
+def test_bad_port_or_numbers_are_one_line(project_dir, argv, message, capsys):
+    try:
+        rc = main(["profile", str(project_dir), *argv])
+    except SystemExit as exc:           # argparse refuses a bad number itself
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err

@@ -378,11 +378,16 @@ def test_layers_too_large_to_tune_alone_are_named_not_fatal(trust_estimate, qemu
 
 @pytest.mark.parametrize("argv, message", [
     (["--board", "nucleo-l4r5zi"], "--port"),
-    (["--board", BOARD, "--workers", "0"], "at least 1"),
+    (["--board", BOARD, "--workers", "0"], "--workers: must be at least 1"),
+    (["--board", BOARD, "--timeout", "-5"], "--timeout: must be a positive number"),
     (["--board", "no-such-board"], "unknown board"),
 ])
 def test_tune_refuses_bad_requests_with_one_line(argv, message, tmp_path, capsys):
-    assert main(["tune", str(DIGITS), *argv, "-o", str(tmp_path / "r.jsonl")]) == 2
+    try:
+        rc = main(["tune", str(DIGITS), *argv, "-o", str(tmp_path / "r.jsonl")])
+    except SystemExit as exc:           # argparse refuses a bad number itself
+        rc = exc.code
+    assert rc == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert main(["tune", str(DIGITS), "--board", BOARD, "-o", str(tmp_path / "r.txt")]) == 2

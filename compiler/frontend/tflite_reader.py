@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,9 @@ def parse(data: bytes, name: str = "model") -> Graph:
         graph = _Reader(data, name).graph()
     except ModelError:
         raise
+    except struct.error as e:   # an offset past the end of the data
+        raise ModelError(f"the model file is truncated or corrupt: it points past its end "
+                         f"({len(data):,} bytes; {e})") from None
     except Exception as e:  # flatbuffers raises many kinds on garbage offsets
         raise ModelError(f"malformed TFLite flatbuffer ({type(e).__name__}: {e})") from None
     graph.verify()

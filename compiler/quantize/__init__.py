@@ -35,16 +35,17 @@ class QuantizeOptions:
     max_samples: int | None = None  # use at most this many calibration samples
 
     def check(self) -> None:
-        for name, m in [("method", self.method)] + [(f"per_tensor[{k!r}]", v)
-                                                    for k, v in self.per_tensor.items()]:
+        # Each name says the CLI option too: these messages reach both audiences.
+        for name, m in [("method (--calibration-method)", self.method)] + [
+                (f"tensor {k!r} (--tensor-method)", v) for k, v in self.per_tensor.items()]:
             if m not in METHODS:
                 raise InputError(f"{name} {m!r} is not a calibration method ({', '.join(METHODS)})")
         if not 50.0 < self.percentile <= 100.0:
-            raise InputError(f"percentile {self.percentile} must be in (50, 100]")
+            raise InputError(f"percentile (--percentile) {self.percentile} must be in (50, 100]")
         if self.io not in ("int8", "float"):
             raise InputError(f"io {self.io!r} must be 'int8' or 'float'")
         if self.batch_size < 1 or (self.max_samples is not None and self.max_samples < 1):
-            raise InputError("batch_size and max_samples must be positive")
+            raise InputError("batch_size and max_samples (--max-samples) must be at least 1")
 
 
 @dataclass

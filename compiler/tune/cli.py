@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cli_args import positive_float, positive_int
 from ..errors import InputError
 from . import Records, TuneOptions, TuneProgress, TuneSummary, tune
 from .measure import MeasureOptions
@@ -24,11 +25,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--board", "-b", required=True, help="board name (see `kiln boards`)")
     p.add_argument("-o", "--output", required=True, metavar="RECORDS.jsonl",
                    help="tuning records to append to (created if missing)")
-    p.add_argument("--trials", type=int, default=32,
+    p.add_argument("--trials", type=positive_int, default=32,
                    help="candidates measured at most per workload (default 32)")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=positive_int, default=1,
                    help="tuning firmwares built and measured in parallel (QEMU instances)")
-    p.add_argument("--repeat", type=int, default=5,
+    p.add_argument("--repeat", type=positive_int, default=5,
                    help="timed runs per candidate, after one warm-up (default 5)")
     p.add_argument("--port", metavar="URL", action="append", default=[],
                    help="a real board's serial port (pyserial URL); repeat for several "
@@ -38,7 +39,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="shell command that flashes a firmware: {elf}, {bin}, {hex} are "
                         "replaced by its files and {port} by the board's port, e.g. "
                         "'st-flash write {bin} 0x08000000'")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds one kernel run may take on the device (default 120)")
     p.set_defaults(handler=cmd_tune)
 
@@ -121,6 +122,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError("--flash-command needs --port (the board's serial port)")
     graph = load(args.model)
     records = Records.load(out, missing_ok=True)
+    created = not out.exists()
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", encoding="utf-8"):   # fail on an unwritable path before any build
         pass
@@ -137,6 +139,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         summary = tune(graph, args.board, records, options, progress=bar,
                        model_name=Path(args.model).stem)
+    except BaseException:
+        if created and out.stat().st_size == 0:
+            out.unlink()                 # a run that measured nothing leaves no file behind
+        raise
     finally:
         bar.close()
     print_summary(summary, records)

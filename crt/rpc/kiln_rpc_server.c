@@ -688,9 +688,10 @@ size_t kiln_rpc_server_handle(kiln_rpc_server_t *s, const uint8_t *body, size_t 
     int status;
     *exit_after = 0;
     if (n < KILN_RPC_HEADER_BYTES + KILN_RPC_CRC_BYTES || n > KILN_RPC_BODY_MAX ||
-        (cmd & KILN_RPC_RESPONSE_BIT)) {
-        return 0; /* not a body the receiver accepted, or a response / device frame
-                   * (an echoing line): not for us */
+        cmd >= KILN_RPC_CMD_RESERVED_FIRST) {
+        return 0; /* not a body the receiver accepted, a response / device frame (an
+                   * echoing line), or a reserved request whose response would look like
+                   * a device frame: not for us */
     }
     if (kiln_rpc_is_long(cmd) && s->session) {
         kiln_rpc_send_small(KILN_RPC_FRAME_ACK, seq, cmd);

@@ -8,7 +8,8 @@
  * and its body (before COBS) is
  *
  *   offset  size  field
- *   0       1     cmd      request 0x01..0x7F; response = request | 0x80;
+ *   0       1     cmd      request 0x01..0x7C (0x7D..0x7F reserved, never answered);
+ *                          response = request | 0x80;
  *                          0xFD boot, 0xFE ack, 0xFF nak (device only)
  *   1       2     seq      request id, little-endian; a response echoes it
  *   3       2     len      payload length, little-endian
@@ -63,6 +64,8 @@ typedef enum {
 } kiln_rpc_cmd_t;
 
 #define KILN_RPC_RESPONSE_BIT 0x80u
+/* Requests from here to 0x7F are never answered: their responses would be 0xFD-0xFF. */
+#define KILN_RPC_CMD_RESERVED_FIRST 0x7Du
 #define KILN_RPC_FRAME_BOOT 0xFDu /* unsolicited, seq 0: the server (re)started; identity block */
 #define KILN_RPC_FRAME_ACK 0xFEu  /* seq of a long request: accepted, now executing */
 #define KILN_RPC_FRAME_NAK 0xFFu  /* seq 0xFFFF: a frame arrived damaged; payload = kiln_rpc_frame_status_t */

@@ -173,8 +173,11 @@ static void test_lengths_and_unknown(void)
         CHECK_EQ(status_of(r), KILN_RPC_ERR_LENGTH);
     }
     CHECK_EQ(status_of(request(0x00, 200, NULL, 0)), KILN_RPC_ERR_UNKNOWN_CMD);
-    CHECK_EQ(status_of(request(0x7F, 201, NULL, 0)), KILN_RPC_ERR_UNKNOWN_CMD);
-    /* a response-range frame (an echoing line) gets no answer at all */
+    CHECK_EQ(status_of(request(0x7C, 201, NULL, 0)), KILN_RPC_ERR_UNKNOWN_CMD);
+    /* reserved requests (their responses would read as BOOT/ACK/NAK) and response-range
+     * frames (an echoing line) get no answer at all */
+    CHECK(request(0x7D, 205, NULL, 0) == NULL);
+    CHECK(request(0x7F, 206, NULL, 0) == NULL);
     CHECK(request(0x85, 202, zeros, 1) == NULL);
     CHECK(request(KILN_RPC_FRAME_NAK, 0xFFFF, zeros, 1) == NULL);
     /* ECHO of a full payload does not fit status + payload */
