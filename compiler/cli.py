@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from .compile import DEFAULT_OPTIMIZE, flash_fit_note
-from .arrays_io import read_inputs, write_outputs
+from .arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -22,29 +22,6 @@ _PLUGIN_MODULES = (
     "kiln.project_gen.rpc_cli",
     "kiln.compiler.tune.cli",
 )
-
-
-# --- inputs ----------------------------------------------------------------------------
-
-def random_inputs(report: dict, seed: int = 0) -> list[np.ndarray]:
-    """Fixed-seed random inputs matching the model's input specs."""
-    rng = np.random.default_rng(seed)
-    xs = []
-    for spec in report["inputs"]:
-        dtype = np.dtype(spec["dtype"])
-        if dtype.kind == "f":
-            xs.append(rng.standard_normal(spec["shape"]).astype(dtype))
-        else:
-            info = np.iinfo(dtype)
-            xs.append(rng.integers(info.min, info.max, size=spec["shape"], endpoint=True).astype(dtype))
-    return xs
-
-
-def print_outputs(outputs: list[np.ndarray]) -> None:
-    for i, o in enumerate(outputs):
-        flat = o.reshape(-1)
-        shown = " ".join(str(v) for v in flat[:32]) + (" ..." if flat.size > 32 else "")
-        print(f"output {i} {list(o.shape)} {o.dtype}: {shown}")
 
 
 # --- commands ----------------------------------------------------------------------------
@@ -161,16 +138,31 @@ def cmd_run(args) -> int:
 
 
 def cmd_run_host(args) -> int:
+    """`kiln run MODEL --board host`: the host library, on inputs checked like every board's.
+
+    --input arrays go through the same split_samples as projects and RPC (shape
+    rules, float quantized, integers that fit). One sample prints `output i ...`;
+    N stacked samples print `sample s output i ...` as standalone firmware does,
+    and --output then holds each output's samples concatenated on axis 0.
+    """
+    from kiln.project_gen import inputs as model_inputs
+
     from . import compile
 
+    if args.output:
+        check_output_path(args.output)            # before compiling and running
+    arrays = read_inputs(args.input) if args.input else None
     g = _load_for_compile(args)
     art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None))
-    xs = read_inputs(args.input) if args.input else random_inputs(art.report)
-    outputs = art.run(*xs)
-    print_outputs(outputs)
+    specs = [model_inputs.TensorSpec.from_report(e) for e in art.report["inputs"]]
+    if arrays is None:
+        arrays = model_inputs.random_inputs(specs)
+    samples = model_inputs.split_samples(arrays, specs)
+    results = [art.run(*sample) for sample in samples]
+    print_samples(results)
+    outputs = [np.concatenate([r[o] for r in results], axis=0) for o in range(len(results[0]))]
     if args.output:
-        write_outputs(args.output, outputs)
-        print(f"wrote {args.output}")
+        print(f"wrote {write_outputs(args.output, outputs)}")
     return EXIT_OK
 
 

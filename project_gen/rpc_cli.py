@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln.compiler.arrays_io import read_inputs, write_outputs
+from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from kiln.compiler.cli_args import positive_float, positive_int
 from kiln.compiler.errors import InputError
 from kiln.compiler.paths import crt_dir, templates_dir
@@ -197,14 +197,19 @@ def cmd_profile(args: argparse.Namespace) -> int:
 # -- kiln run over RPC -------------------------------------------------------------------
 
 def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Namespace
-            ) -> tuple[list[np.ndarray], int, int]:
-    """Upload, run once, download: (outputs, ticks, tick_hz)."""
-    from .inputs import random_inputs
+            ) -> tuple[list[list[np.ndarray]], list[int], int]:
+    """Upload, run, download each sample of `inputs` (stacked on axis 0, as for every
+    board): (outputs per sample, ticks per sample, tick_hz)."""
+    from .inputs import random_inputs, split_samples
 
     xs = inputs if inputs is not None else random_inputs(project.input_specs)
+    samples = split_samples(xs, project.input_specs)
+    results, ticks = [], []
     with connect(project, args) as session:
-        outputs = session.run(xs, timeout=getattr(args, "timeout", None))
-        return outputs, session.last_run_ticks or 0, session.device.tick_hz
+        for sample in samples:
+            results.append(session.run(sample, timeout=getattr(args, "timeout", None)))
+            ticks.append(session.last_run_ticks or 0)
+        return results, ticks, session.device.tick_hz
 
 
 def cmd_run_rpc(args: argparse.Namespace) -> int:
@@ -213,16 +218,15 @@ def cmd_run_rpc(args: argparse.Namespace) -> int:
                                   tuning_records=getattr(args, "tuning_records", None))
     inputs = read_inputs(args.input) if getattr(args, "input", None) else None
     port = getattr(args, "port", None)
-    outputs, ticks, tick_hz = run_rpc(project, inputs, args)
-    for i, y in enumerate(outputs):
-        flat = y.reshape(-1)
-        more = f" ... ({flat.size} values)" if flat.size > 16 else ""
-        print(f"output {i} {list(y.shape)} {y.dtype}: "
-              f"{np.array2string(flat[:16], separator=' ', max_line_width=200)}{more}")
+    if getattr(args, "output", None):
+        check_output_path(args.output)            # before building and running
+    results, ticks, tick_hz = run_rpc(project, inputs, args)
+    print_samples(results)
     unit = cycles_unit(project, port)
-    print(f"{_cycles(project, ticks, tick_hz, port):,} {unit} per inference on "
+    print(f"{_cycles(project, ticks[0], tick_hz, port):,} {unit} per inference on "
           f"{project.board.name}{' at ' + port if port else ''}")
     if getattr(args, "output", None):
-        write_outputs(args.output, outputs)
-        print(f"wrote {args.output}")
+        outputs = [np.concatenate([r[o] for r in results], axis=0)
+                   for o in range(len(results[0]))]
+        print(f"wrote {write_outputs(args.output, outputs)}")
     return 0

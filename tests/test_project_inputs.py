@@ -15,9 +15,11 @@ from kiln.project_gen.sizes import check_fits, linker_overflows, overflow_error
 SPEC = TensorSpec("x", (1, 4, 4, 1), np.dtype(np.int8), 0.5, -3)
 
 
-def test_one_sample_any_shape_of_the_right_size():
-    [[x]] = split_samples([np.arange(16, dtype=np.int8)], [SPEC])
+def test_one_sample_with_or_without_its_batch_axis():
+    [[x]] = split_samples([np.arange(16, dtype=np.int8).reshape(4, 4, 1)], [SPEC])
     assert x.shape == (1, 4, 4, 1) and x.dtype == np.int8
+    with pytest.raises(InputError, match=r"got an array of shape \[16\]"):
+        split_samples([np.arange(16, dtype=np.int8)], [SPEC])     # same size, other shape
 
 
 def test_samples_stacked_on_axis_0():
@@ -26,14 +28,15 @@ def test_samples_stacked_on_axis_0():
 
 
 def test_float_data_is_quantized_with_the_input_scale_and_zero_point():
-    [[x]] = split_samples([np.array([0.0, 1.0, -1.0, 100.0] * 4, np.float32)], [SPEC])
+    data = np.array([0.0, 1.0, -1.0, 100.0] * 4, np.float32).reshape(4, 4, 1)
+    [[x]] = split_samples([data], [SPEC])
     assert x.reshape(-1)[:4].tolist() == [-3, -1, -5, 127]   # q = round(x / 0.5) - 3, clamped
 
 
 @pytest.mark.parametrize("array, message", [
     (np.zeros((2, 3), np.int8), r"shape \[1, 4, 4, 1\]"),
-    (np.zeros(16, np.int32) + 1000, "do not fit int8"),
-    (np.zeros(16, np.complex64), "wants int8"),
+    (np.zeros((4, 4, 1), np.int32) + 1000, "do not fit int8"),
+    (np.zeros((4, 4, 1), np.complex64), "wants int8"),
 ])
 def test_bad_inputs(array, message):
     with pytest.raises(InputError, match=message):
