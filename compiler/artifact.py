@@ -14,6 +14,24 @@ from .ir import DTYPES, Graph
 from .memory_plan import Plan
 
 SOURCE_FILES = ("model.h", "model.c", "weights.h", "weights.c")
+MANIFEST = "kiln.json"
+# Keys every kiln.json that `compile()` writes holds (kiln.compiler.compile); a firmware
+# project's kiln.json holds them too, plus a "project" entry.
+COMPILE_KEYS = ("kiln_version", "model", "board", "inputs", "outputs", "arena_bytes", "ops")
+
+
+def manifest_kind(path: Path) -> str | None:
+    """What wrote the kiln.json at `path`: "compile", "project", or None (absent,
+    unreadable, or not kiln's)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(doc.get("project"), dict):
+        return "project"
+    return "compile" if all(k in doc for k in COMPILE_KEYS) else None
 
 
 @dataclass
@@ -29,14 +47,23 @@ class Artifact:
     def save(self, out_dir: str | Path, force: bool = False) -> Path:
         """Write the sources and kiln.json to `out_dir`.
 
-        Refuses a non-empty directory that is not an earlier kiln output unless `force`.
+        Refuses a non-empty directory that is not an earlier `kiln compile` output
+        unless `force`, and a firmware project's directory even with `force` (its
+        kiln.json is the project's manifest). Files other than the ones written stay.
         """
         out = Path(out_dir)
         if out.exists() and not out.is_dir():
             raise KilnError(f"{out} exists and is not a directory")
-        if out.exists() and any(out.iterdir()) and not force and not (out / "kiln.json").exists():
-            raise KilnError(f"{out} is not empty and holds no earlier kiln output; "
-                            "choose another directory or pass --force")
+        if out.exists() and any(out.iterdir()):
+            kind = manifest_kind(out / MANIFEST)
+            if kind == "project":
+                raise KilnError(f"{out} is a kiln firmware project; compiling into it would "
+                                f"break it, even with --force: to replace its model C, "
+                                f"compile into {out / 'model'} with --force, or choose "
+                                f"another directory")
+            if kind != "compile" and not force:
+                raise KilnError(f"{out} is not empty and holds no earlier kiln output; "
+                                "choose another directory or pass --force")
         out.mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             (out / name).write_text(text)

@@ -211,7 +211,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     add_optimize_argument(p)
     p.set_defaults(handler=cmd_compile)
 
-    p = sub.add_parser("run", help="run a model (host, QEMU or a board) and print its outputs")
+    p = sub.add_parser(
+        "run", help="run a model (host, QEMU or a board) and print its outputs",
+        epilog="On a standalone project DIR, --input replaces the sample inputs baked into "
+               "the project (inputs.npz, src/kiln_inputs.c) and rebuilds it, so later runs "
+               "of DIR use them too; without --input it runs the inputs it has.")
     add_run_arguments(p)
     p.add_argument("--calibration", action="append", metavar="X.npy|DIR",
                    help="quantize a float model first")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.compiler.arrays_io import read_inputs, write_outputs
+from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from kiln.compiler.cli import add_optimize_argument
 from kiln.compiler.compile import flash_fit_note
 from kiln.compiler.errors import InputError
@@ -47,7 +47,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                         "input (N samples may be stacked on axis 0; float data is "
                         "quantized); default: fixed-seed random")
     c.add_argument("--force", action="store_true",
-                   help="replace the kiln project already in the directory")
+                   help="replace the kiln project already in the directory: kiln's own "
+                        "files and build/ (files kiln did not make stay)")
     c.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune); default heuristic "
                         "for layers without one")
@@ -120,6 +121,8 @@ def cmd_project_create(args: argparse.Namespace) -> int:
     note = flash_fit_note(project.manifest)
     if note:
         print(note)
+    if project.replacement is not None:
+        print(project.replacement.summary(project.path))
     print(f"created {project.path} ({project.mode}, {project.board.name}); "
           f"build it with `kiln project build {project.path}` or `make -C {project.path}`")
     return 0
@@ -135,13 +138,7 @@ def cmd_project_build(args: argparse.Namespace) -> int:
 # -- kiln run -----------------------------------------------------------------
 
 def _print_result(project: Project, result: RunResult) -> None:
-    for s, outputs in enumerate(result.samples):
-        for o, y in enumerate(outputs):
-            flat = y.reshape(-1)
-            shown = np.array2string(flat[:16], separator=" ", max_line_width=200)
-            more = f" ... ({flat.size} values)" if flat.size > 16 else ""
-            arg = f"  argmax {int(np.argmax(flat))}" if flat.size > 1 else ""
-            print(f"sample {s} output {o} {list(y.shape)} {y.dtype}: {shown}{more}{arg}")
+    print_samples(result.samples)
     board = project.board
     if board.runs_on == "qemu":
         print(f"{result.instructions:,} instructions (QEMU -icount shift={ICOUNT_SHIFT}) per "
@@ -156,8 +153,7 @@ def _print_result(project: Project, result: RunResult) -> None:
 
 
 def _save_outputs(path: str, result: RunResult) -> None:
-    write_outputs(path, result.outputs)
-    print(f"wrote {path}")
+    print(f"wrote {write_outputs(path, result.outputs)}")
 
 
 def _run_host_driven(project: Project, inputs: list[np.ndarray] | None,
@@ -187,6 +183,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     (or args.target), board, input, output and, when present, port and timeout.
     """
     target = Path(getattr(args, "model", None) or getattr(args, "target"))
+    if getattr(args, "output", None):
+        check_output_path(args.output)            # before building and running
     inputs = _load_inputs(getattr(args, "input", None))
     timeout = getattr(args, "timeout", None)
     if target.is_dir():
@@ -196,7 +194,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if project.mode == "host-driven":
             result = _run_host_driven(project, inputs, getattr(args, "port", None))
         else:
-            result = project.run(inputs, timeout=timeout)
+            if inputs is not None:
+                n = project.set_inputs(inputs, origin=", ".join(args.input))
+                print(f"replaced the sample inputs baked into {target} with {n} sample(s) "
+                      f"from {', '.join(args.input)} (inputs.npz, src/kiln_inputs.c) and "
+                      f"rebuilt it: later runs of {target} use them too")
+            result = project.run(timeout=timeout)
         if project.elf.exists():
             _print_size(project, project.size_report())
         _print_result(project, result)

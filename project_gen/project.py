@@ -2,8 +2,8 @@
 
 A project is a plain directory (layout in templates/README.md.j2) whose
 kiln.json holds the compiler's report plus a "project" entry (board, mode,
-inputs) and, after a build, a "size" entry. `Project.open(dir)` is all kiln
-needs to build or run it again later.
+inputs, the files kiln wrote) and, after a build, a "size" entry.
+`Project.open(dir)` is all kiln needs to build or run it again later.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -46,22 +46,78 @@ def kiln_version() -> str:
         return "0+unknown"
 
 
+def _summary(paths: Sequence[str], most: int = 4) -> str:
+    """"a, b, c, d and 3 more"."""
+    shown = ", ".join(paths[:most])
+    return shown + (f" and {len(paths) - most} more" if len(paths) > most else "")
+
+
+def _by_folder(paths: Sequence[str]) -> list[str]:
+    """Files at the top by name, then the rest counted per top folder: "30 in crt/"."""
+    top = sorted(rel for rel in paths if "/" not in rel)
+    folders: dict[str, int] = {}
+    for rel in sorted(paths):
+        if "/" in rel:
+            folder = rel.split("/")[0] + "/"
+            folders[folder] = folders.get(folder, 0) + 1
+    return top + [f"{n} in {folder}" for folder, n in folders.items()]
+
+
+@dataclass
+class Replacement:
+    """What create_project(force=True) did in a directory holding an earlier project."""
+    replaced: list[str]        # kiln files written over (project-relative paths)
+    removed: list[str]         # build/, and stale kiln files the earlier kiln.json listed
+    kept: list[str]            # everything else, left alone ("dir/" for a whole folder)
+    listed: bool               # whether the earlier kiln.json listed its files
+
+    def summary(self, path: Path) -> str:
+        """One line for the CLI."""
+        text = f"replaced the kiln project in {path}: {len(self.replaced)} kiln files " \
+               f"({_summary(_by_folder(self.replaced), 8)})"
+        if self.removed:
+            text += f"; removed {_summary(self.removed)}"
+        if self.kept:
+            why = "not kiln's" if self.listed else \
+                "not kiln's, or stale kiln files: the earlier kiln.json lists none"
+            text += f"; left alone ({why}): {_summary(self.kept)}"
+        return text
+
+
 @dataclass
 class Project:
     path: Path
     board: Board
     manifest: dict[str, Any]
+    # Set by create_project(force=True) over an earlier project: what it replaced.
+    replacement: Replacement | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, path: str | Path) -> "Project":
+        """The project in `path`. Raises KilnError when `path` does not exist, holds no
+        kiln.json, or holds one that is damaged or is not a project's."""
         path = Path(path)
+        create = "create one with `kiln project create`"
+        if not path.exists():
+            raise KilnError(f"{path} does not exist: {create}")
+        if not path.is_dir():
+            raise KilnError(f"{path} is not a directory: a kiln project is a directory; {create}")
+        manifest_path = path / MANIFEST
+        if not manifest_path.exists():
+            raise KilnError(f"{path} is not a kiln project (it has no {MANIFEST}): {create}")
         try:
-            manifest = json.loads((path / MANIFEST).read_text())
-            board_name = manifest["project"]["board"]
-        except (OSError, ValueError, KeyError):
-            raise KilnError(f"{path} is not a kiln project (no {MANIFEST} with a 'project' "
-                            f"entry): create one with `kiln project create`") from None
-        return cls(path, get_board(board_name), manifest)
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError) as e:
+            why = f"line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else \
+                (getattr(e, "strerror", None) or str(e))
+            raise KilnError(f"{manifest_path} is damaged ({why}): recreate the project with "
+                            f"`kiln project create … --force`") from None
+        entry = manifest.get("project") if isinstance(manifest, dict) else None
+        if not isinstance(entry, dict) or not isinstance(entry.get("board"), str):
+            raise KilnError(f"{path} is not a kiln project: its {MANIFEST} has no 'project' "
+                            f"entry naming a board (`kiln compile` output is not a project); "
+                            f"{create}")
+        return cls(path, get_board(entry["board"]), manifest)
 
     # -- facts -------------------------------------------------------------
 
@@ -132,6 +188,7 @@ class Project:
         if arrays is None:
             arrays, origin = random_inputs(specs, DEFAULT_SEED), f"random, seed {DEFAULT_SEED}"
         samples = split_samples(arrays, specs)
+        _check_fits(self.manifest, self.board, samples)
         _save_samples(self.path, samples)
         files = render.inputs_files(self.model_name, samples, origin)
         for rel, text in files.items():
@@ -223,7 +280,7 @@ class Project:
         else:
             raise BoardError(f"{board.name} is a real board: flash "
                              f"{self.path / 'build' / 'firmware.hex'} and pass its serial "
-                             f"port (port='/dev/ttyACM0')")
+                             f"port (--port, or port= in Python)")
 
         expected = ExpectedFirmware(build_id=self.manifest["project"]["build_id"],
                                     board=board.name)
@@ -271,30 +328,94 @@ def _build_id(files: dict[str, str], board: Board, mode: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _prepare_dir(out_dir: Path, force: bool) -> None:
+def _check_fits(report: dict, board: Board, samples: list[list[np.ndarray]] | None) -> None:
+    """check_fits with the weights, the arena and the sample inputs' flash bytes."""
+    inputs_bytes = sum(x.nbytes for sample in samples or [] for x in sample)
+    check_fits(model_name(report), board, int(report.get("weights_bytes", 0)),
+               int(report.get("arena_bytes", 0)), inputs_bytes, len(samples or []))
+
+
+def _previous_project(out_dir: Path) -> dict | None:
+    """The "project" entry of the kiln.json in out_dir if it is a project's, {} if that
+    kiln.json is damaged (not JSON: Project.open says to recreate the project), else None."""
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+    except OSError:
+        return None
+    except ValueError:
+        return {}
+    entry = manifest.get("project") if isinstance(manifest, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _prepare_dir(out_dir: Path, force: bool, files: set[str]) -> Replacement | None:
+    """Make out_dir ready for a project whose kiln files are `files` (relative paths).
+
+    An empty or new directory is fine. A non-empty one needs force and must hold a
+    kiln project; then build/ goes, and so do the earlier project's files that its
+    kiln.json lists and this project does not write. Nothing else is touched: the
+    kiln files are written over afterwards, other files stay.
+    """
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir} exists and is not a directory")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        if not force:
-            raise InputError(f"{out_dir} is not empty: choose another directory or pass "
-                             f"--force (force=True) to replace the project in it")
-        # --force replaces a kiln project, never a directory kiln did not make.
-        if not (out_dir / MANIFEST).exists():
-            raise InputError(f"{out_dir} is not empty and holds no kiln project; kiln will "
-                             f"not delete it, even with --force")
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return None
+    if not force:
+        raise InputError(f"{out_dir} is not empty: choose another directory or pass "
+                         f"--force (force=True in Python) to replace the project in it")
+    previous = _previous_project(out_dir)
+    if previous is None:
+        raise InputError(f"{out_dir} is not empty and holds no kiln project; kiln will "
+                         f"not write into it, even with --force")
+    listed = previous.get("files")
+    listed = {str(f) for f in listed} if isinstance(listed, list) else None
+    removed = []
+    build = out_dir / "build"
+    if build.is_dir() and not build.is_symlink():
+        shutil.rmtree(build)
+        removed.append("build/")
+    stale = sorted(rel for rel in (listed or set()) - files
+                   if _inside(rel) and (out_dir / rel).is_file())
+    for rel in stale:
+        (out_dir / rel).unlink()
+        parent = (out_dir / rel).parent
+        while parent != out_dir and not any(parent.iterdir()):   # its emptied folders
+            parent.rmdir()
+            parent = parent.parent
+    removed += stale
+    replaced = sorted(rel for rel in files | {MANIFEST} if (out_dir / rel).exists())
+    return Replacement(replaced=replaced, removed=removed, listed=listed is not None,
+                       kept=_others(out_dir, files | {MANIFEST}))
 
 
-def _copy_crt(out_dir: Path, board: Board, rpc: bool) -> None:
+def _inside(rel: str) -> bool:
+    """A relative path with no "..": a hand-edited kiln.json cannot point out of the project."""
+    return not Path(rel).is_absolute() and ".." not in Path(rel).parts
+
+
+def _others(root: Path, kiln_files: set[str]) -> list[str]:
+    """The files under root that are not kiln_files: a folder holding none of them as "dir/"."""
+    kiln_dirs = {str(parent) for rel in kiln_files for parent in Path(rel).parents}
+    others = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath).relative_to(root)
+        for d in sorted(dirnames):
+            rel = str(here / d)
+            if rel not in kiln_dirs:
+                others.append(rel + "/")
+                dirnames.remove(d)
+        others += [str(here / f) for f in sorted(filenames) if str(here / f) not in kiln_files]
+    return others
+
+
+def _crt_files(board: Board, rpc: bool) -> dict[str, Path]:
+    """The C runtime sources a project gets: {project-relative path: source file}."""
     src = crt_dir()
-    dst = out_dir / "crt"
-    (dst / "kernels").mkdir(parents=True)
-    (dst / "platform").mkdir()
-    shutil.copy2(src / "platform.h", dst / "platform.h")
+    files = {"crt/platform.h": src / "platform.h"}
     for f in sorted((src / "kernels").iterdir()):
         if f.suffix in (".c", ".h"):
-            shutil.copy2(f, dst / "kernels" / f.name)
+            files[f"crt/kernels/{f.name}"] = f
     if board.is_host:
         platform_files = ["posix.c"]
     else:
@@ -302,12 +423,12 @@ def _copy_crt(out_dir: Path, board: Board, rpc: bool) -> None:
         platform_files = ["platform_internal.h", "platform_init.c", "startup_cortexm.c",
                           "syscalls.c", board.uart_driver, board.timer_driver, exit_file]
     for name in platform_files:
-        shutil.copy2(src / "platform" / name, dst / "platform" / name)
+        files[f"crt/platform/{name}"] = src / "platform" / name
     if rpc:
-        (dst / "rpc").mkdir()
         for f in sorted((src / "rpc").iterdir()):
             if f.suffix in (".c", ".h"):
-                shutil.copy2(f, dst / "rpc" / f.name)
+                files[f"crt/rpc/{f.name}"] = f
+    return files
 
 
 def create_project(model: Any, board: str | Board, out_dir: str | Path,
@@ -319,8 +440,11 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     model: a compiled Artifact, or a .tflite path (compiled here for the board).
     inputs: standalone mode's sample inputs, one array per model input (N samples
     stacked on axis 0 allowed); default one fixed-seed random sample.
-    Refuses a non-empty out_dir unless force (and then only one holding a kiln
-    project), and a model that cannot fit the board (BoardError).
+    Refuses a non-empty out_dir unless force, and then one that holds no kiln
+    project; force writes over kiln's own files (listed in kiln.json's "project"
+    entry), removes build/ and the earlier project's stale files, and leaves every
+    other file alone (the returned Project's `replacement` says what it did).
+    Refuses a model that cannot fit the board, sample inputs counted (BoardError).
     """
     board = get_board(board)
     if mode not in MODES:
@@ -336,29 +460,37 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     art = _load_artifact(model, board, tuning_records, optimize)
     report = art.report
     name = model_name(report)
-    check_fits(name, board, int(report.get("weights_bytes", 0)), int(report.get("arena_bytes", 0)))
     # Check the inputs before touching the directory: a bad --input leaves nothing behind.
     specs = [TensorSpec.from_report(e) for e in report["inputs"]]
+    samples = None
     if not rpc:
         if inputs is None:
             inputs, inputs_origin = random_inputs(specs), f"random, seed {DEFAULT_SEED}"
         samples = split_samples(inputs, specs)
+    _check_fits(report, board, samples)
 
-    _prepare_dir(out_dir, force)
-    _copy_crt(out_dir, board, rpc)
-    (out_dir / "model").mkdir()
-    for fname, text in art.files.items():
-        if fname != MANIFEST:
-            (out_dir / "model" / fname).write_text(text)
     build_id = _build_id(art.files, board, mode)
-    files = render.project_files(board, report, mode, kiln_version(), ICOUNT_SHIFT, build_id)
-    if not rpc:
+    files: dict[str, str | Path] = dict(_crt_files(board, rpc))   # text, or a file to copy
+    files.update({f"model/{fname}": text for fname, text in art.files.items()
+                  if fname != MANIFEST})
+    files.update(render.project_files(board, report, mode, kiln_version(), ICOUNT_SHIFT,
+                                      build_id))
+    if samples is not None:
         files.update(render.inputs_files(name, samples, inputs_origin or "given"))
-        _save_samples(out_dir, samples)
-    for rel, text in files.items():
+    kiln_files = sorted([*files, *([SAMPLES_FILE] if samples is not None else [])])
+
+    replacement = _prepare_dir(out_dir, force, set(kiln_files))
+    for rel, content in files.items():
         target = out_dir / rel
+        if target.is_symlink():          # write the project's own file, not through a link
+            target.unlink()
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        if isinstance(content, Path):
+            shutil.copy2(content, target)
+        else:
+            target.write_text(content)
+    if samples is not None:
+        _save_samples(out_dir, samples)
 
     manifest = dict(report)
     manifest["project"] = {
@@ -371,7 +503,9 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         "tick_unit": board.tick_unit,
         **({"qemu": {"machine": board.qemu.machine, "icount_shift": ICOUNT_SHIFT}}
            if board.qemu else {}),
+        # What --force may write over or remove when the project is created again.
+        "files": kiln_files,
     }
-    project = Project(out_dir, board, manifest)
-    project._save_manifest()
+    project = Project(out_dir, board, manifest, replacement)
+    project._save_manifest()     # last: a project half written has no kiln.json
     return project

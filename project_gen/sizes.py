@@ -132,18 +132,30 @@ def overflow_error(model: str, board: Board, overflows: dict[str, int],
     return FitError(f"{model} does not fit {board.name}: {'; '.join(parts)}")
 
 
-def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int) -> None:
-    """Refuse, before any build, a model whose weights or arena alone exceed the board.
+def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int,
+               inputs_bytes: int = 0, samples: int = 0) -> None:
+    """Refuse, before any build, a model whose weights (plus the `inputs_bytes` of
+    standalone firmware's `samples` baked sample inputs, in flash too) or arena alone
+    exceed the board.
 
     A lower bound: code, the stack and other statics come on top, and the
-    linker's check after the build catches the rest.
+    linker's check after the build catches the rest. When only the sample inputs
+    push the flash over, the error says how to do without them.
     """
     if board.is_host:
         return
     overs = {}
-    if weights_bytes > board.flash.size:
-        overs["FLASH"] = weights_bytes - board.flash.size
+    if weights_bytes + inputs_bytes > board.flash.size:
+        overs["FLASH"] = weights_bytes + inputs_bytes - board.flash.size
     if arena_bytes + board.stack_bytes > board.ram.size:
         overs["RAM"] = arena_bytes + board.stack_bytes - board.ram.size
-    if overs:
-        raise overflow_error(model, board, overs, at_least=True)
+    if not overs:
+        return
+    error = overflow_error(model, board, overs, at_least=True)
+    if list(overs) == ["FLASH"] and weights_bytes <= board.flash.size:
+        fewer = " or with fewer samples" if samples > 1 else ""
+        error = FitError(f"{error}, counting {inputs_bytes:,} bytes of baked sample inputs "
+                         f"({samples} sample{'s' if samples != 1 else ''}); the weights fit "
+                         f"without them: create the project in host-driven mode "
+                         f"(--mode host-driven){fewer}")
+    raise error

@@ -56,7 +56,7 @@ def test_refuses_a_non_empty_directory_without_force(tmp_path, digits_art):
         create_project(digits_art, board="host", out_dir=out)
     (out / "stale.txt").write_text("old")
     create_project(digits_art, board="host", out_dir=out, force=True)
-    assert not (out / "stale.txt").exists()
+    assert (out / "stale.txt").read_text() == "old"     # --force replaces kiln's files only
 
 
 def test_force_never_deletes_a_directory_kiln_did_not_make(tmp_path, digits_art):

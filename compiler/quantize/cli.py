@@ -1,6 +1,6 @@
 """`kiln quantize` and the quantization options of `kiln compile --calibration`.
 
-    kiln quantize MODEL --calibration X.npy|DIR [--calibration ...] -o OUT.tflite
+    kiln quantize MODEL --calibration X.npy|DIR [--calibration ...] -o OUT.tflite [--force]
     kiln compile  MODEL --calibration X.npy|DIR -o DIR [quantize options]
 
 `--calibration` is given once per model input: a .npy with a batch axis, or a directory
@@ -11,6 +11,8 @@ into one line and exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from ..errors import InputError
 from ..ir import Graph
@@ -46,6 +48,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="calibration samples: a .npy with a batch axis or a directory of "
                         ".npy samples; once per model input")
     p.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
+    p.add_argument("--force", action="store_true",
+                   help="replace OUT.tflite if it exists (never the input model)")
     add_quantize_options(p)
     p.set_defaults(handler=cmd_quantize)
 
@@ -108,17 +112,52 @@ def quantize_for_compile(graph: Graph, args) -> Graph:
     return q
 
 
-def cmd_quantize(args) -> int:
-    from .. import load
+def check_output(model: str | Path, out: str | Path, force: bool) -> None:
+    """Refuse an output that is the input model (always, even with force), a directory,
+    or an existing file unless force; checked before the calibration runs."""
+    model, out = Path(model), Path(out)
+    same = out.resolve() == model.resolve()
+    if not same and out.exists() and model.exists():
+        same = os.path.samefile(out, model)           # a hard or symbolic link to it
+    if same:
+        raise InputError(f"{out} is the input model; kiln will not write over it, even "
+                         f"with --force: choose another output file")
+    if out.is_dir():
+        raise InputError(f"{out} is a directory: give the output .tflite file name")
+    if out.exists() and not force:
+        raise InputError(f"{out} exists: choose another file or pass --force to replace it")
+    if not out.parent.is_dir():
+        why = "is not a directory" if out.parent.exists() else "does not exist"
+        raise InputError(f"cannot write {out}: {out.parent} {why}")
+
+
+def _write_model(q: Graph, out: Path, description: str) -> None:
+    """Write through a temporary file beside `out`, so a failed write leaves `out` as it was."""
     from ..frontend.tflite_writer import save
 
+    tmp = out.with_name(f".{out.name}.kiln-tmp")
+    try:
+        save(q, tmp, description=description)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def cmd_quantize(args) -> int:
+    from .. import load
+    from . import is_float_graph, load_calibration, quantize_with_report
+
     graph = load(args.model)
-    q, report = _quantize(graph, args)
-    if report is None:
+    if not is_float_graph(graph):
         raise InputError(f"{args.model} computes in int8 already; nothing to quantize")
-    save(q, args.output, description=f"kiln int8 quantization of {graph.name} "
-                                     f"(sha256 {graph.sha256[:16]}, {report.method}, "
-                                     f"{report.samples} samples)")
+    data = load_calibration(graph, _paths(args.calibration))
+    options = _options(args)
+    # Every input is read and checked; refuse the output before the slow part.
+    check_output(args.model, args.output, getattr(args, "force", False))
+    q, report = quantize_with_report(graph, data, **options)
+    _write_model(q, Path(args.output), f"kiln int8 quantization of {graph.name} "
+                                       f"(sha256 {graph.sha256[:16]}, {report.method}, "
+                                       f"{report.samples} samples)")
     print(_describe(q, report))
     print(f"wrote {args.output}")
     return 0
