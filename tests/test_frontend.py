@@ -100,3 +100,27 @@ def test_fold_shape_subgraph():
     assert folded.ops == []                                   # all shape math and the view are gone
     assert list(folded.tensor(7).data) == [1, 32]
     assert folded.tensor(8).alias_of == 0
+
+
+def _conv(x_scale: float, x_zp: int, y_scale: float, y_zp: int) -> bytes:
+    from tflite_builder import OpSpec, TensorSpec, build_model
+
+    w = TensorSpec((3, 1, 1, 2), "int8", scale=0.01, zero_point=0,
+                   data=np.ones((3, 1, 1, 2), np.int8))
+    return build_model([OpSpec("CONV_2D", [0, 1], [2], {"padding": "VALID"})],
+                       [TensorSpec((1, 4, 4, 2), scale=x_scale, zero_point=x_zp), w,
+                        TensorSpec((1, 4, 4, 3), scale=y_scale, zero_point=y_zp)], [0], [2])
+
+
+@pytest.mark.parametrize("quant, message", [
+    ((0.1, 0, 0.0, 0), r"tensor 2 \(.*\) has a non-positive quantization scale 0.0"),
+    ((-0.1, 0, 0.1, 0), r"tensor 0 \(.*\) has a non-positive quantization scale"),
+    ((0.1, 0, 0.1, 300), r"tensor 2 \(.*\) has zero point 300, outside int8's \[-128, 127\]"),
+    ((0.1, -200, 0.1, 0), r"tensor 0 \(.*\) has zero point -200"),
+])
+def test_activation_quantization_that_describes_no_values_is_refused(quant, message):
+    """A zero scale used to reach a division in the conv lowering (a traceback); a zero
+    point outside int8 compiled and then failed in the kernel at run time."""
+    with pytest.raises(ModelError, match=message):
+        load(_conv(*quant))
+    load(_conv(0.1, -128, 0.1, 127))                 # the edges of int8 are fine

@@ -269,3 +269,7 @@ def test_rejections_name_the_reason():
     with pytest.raises(kc.ModelError, match="only int8"):
         kc.compile(_unary("TANH", TensorSpec((1, 10), "int16", scale=1 / 4096, zero_point=0),
                           TensorSpec((1, 10), "int16", scale=1 / 32768, zero_point=0)))
+    for alpha in (float("nan"), float("inf")):         # a traceback from the multiplier once
+        with pytest.raises(kc.ModelError, match=f"alpha {alpha} is not a finite number"):
+            kc.compile(_unary("LEAKY_RELU", x, TensorSpec((1, 10), scale=0.1, zero_point=0),
+                              alpha=alpha))

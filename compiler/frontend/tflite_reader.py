@@ -54,6 +54,21 @@ def load(source: str | Path | bytes) -> Graph:
     return parse(data, name)
 
 
+def _check_activation_quant(quant: Quant, dtype: str, what: str) -> None:
+    """An activation's quantization must describe real values: a positive scale (the
+    kernels divide by it) and a zero point its integer type holds (TFLite's spec; kiln's
+    kernels check it at run time, so it is refused here, where the message can say why)."""
+    if np.any(quant.scale <= 0):
+        raise ModelError(f"{what} has a non-positive quantization scale "
+                         f"{float(quant.scale.min())!r}")
+    if dtype in ("int8", "uint8", "int16") and dtype in DTYPES:
+        info = np.iinfo(DTYPES[dtype])
+        bad = quant.zero_point[(quant.zero_point < info.min) | (quant.zero_point > info.max)]
+        if bad.size:
+            raise ModelError(f"{what} has zero point {int(bad[0])}, outside {dtype}'s "
+                             f"[{info.min}, {info.max}]")
+
+
 def parse(data: bytes, name: str = "model") -> Graph:
     if len(data) == 0:
         raise ModelError("the model file is empty")
@@ -162,6 +177,8 @@ class _Reader:
                 raise ModelError(f"tensor {index} ({name}) has {len(raw)} bytes of data, "
                                  f"shape {list(shape)} needs {count * item}")
             data = np.frombuffer(raw, dtype=DTYPES[dtype]).reshape(shape).copy()
+        if quant is not None and data is None:
+            _check_activation_quant(quant, dtype, f"tensor {index} ({name})")
         return Tensor(id=index, name=name or f"tensor_{index}", shape=shape, dtype=dtype,
                       quant=quant, data=data)
 

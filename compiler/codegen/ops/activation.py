@@ -271,7 +271,17 @@ def lower_relu6(ctx: LowerCtx) -> LayerCode:
     return lut_layer(ctx, relu6_table(*qparams(x)), x, y, "clamp to [0, 6] in the input domain")
 
 
-@lowering("LEAKY_RELU", check=_int8_unary_check)
+def _check_leaky_relu(ctx: LowerCtx) -> str | None:
+    problem = _int8_unary_check(ctx)
+    if problem:
+        return problem
+    alpha = float(ctx.op.options.get("alpha", 0.0))
+    if not np.isfinite(alpha):
+        return f"alpha {alpha} is not a finite number"
+    return None
+
+
+@lowering("LEAKY_RELU", check=_check_leaky_relu)
 def lower_leaky_relu(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     alpha = float(ctx.op.options.get("alpha", 0.0))
