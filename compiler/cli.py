@@ -103,7 +103,25 @@ def cmd_compile(args) -> int:
         if t["unreadable_lines"]:
             print(f"kiln: warning: {args.tuning_records}: skipped {t['unreadable_lines']} line(s) "
                   f"that are not tuning records", file=sys.stderr)
+    _warn_if_too_large(art)
     return EXIT_OK
+
+
+def _warn_if_too_large(art) -> None:
+    """The C is written either way (it may go into a user's own firmware), but a model
+    whose weights or arena alone exceed the board is worth a warning now, not at link."""
+    from kiln.project_gen.boards import get_board
+    from kiln.project_gen.sizes import check_fits
+
+    from .errors import FitError
+
+    if art.board == "host":
+        return
+    r = art.report
+    try:
+        check_fits(art.graph.name, get_board(art.board), r["weights_bytes"], r["arena_bytes"])
+    except FitError as e:
+        print(f"kiln: warning: {e}", file=sys.stderr)
 
 
 def cmd_run(args) -> int:

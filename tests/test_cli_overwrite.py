@@ -233,3 +233,24 @@ def test_project_build_tells_missing_foreign_and_damaged_apart(tmp_path, capsys)
                 (d / "kiln.json").write_text(manifest)
         code, _, err = kiln(capsys, "project", "build", d)
         assert code == 2 and message in one_error(err), name
+
+
+def test_compile_warns_when_the_weights_alone_exceed_the_board(tmp_path, capsys):
+    """The C is still written (it may go into the user's own firmware), with a warning
+    that says by how much: 300 KB of FC weights on the micro:bit's 256 KB of flash."""
+    from tflite_builder import TensorSpec, single_op_model, weight_spec
+
+    rng = np.random.default_rng(3)
+    model = tmp_path / "big_fc.tflite"
+    model.write_bytes(single_op_model(
+        "FULLY_CONNECTED", [TensorSpec((1, 600), scale=0.05, zero_point=0),
+                            weight_spec((500, 600), rng, per_channel_axis=None)],
+        [TensorSpec((1, 500), scale=0.5, zero_point=0)]))
+    code, out, err = kiln(capsys, "compile", model, "--board", "microbit", "-o", tmp_path / "c")
+    assert code == 0 and (tmp_path / "c" / "weights.c").exists()
+    weights = json.loads((tmp_path / "c" / "kiln.json").read_text())["weights_bytes"]
+    assert weights > 300_000
+    assert (f"does not fit microbit: FLASH overflows by at least {weights - 262_144:,} bytes"
+            in err), err
+    code, out, err = kiln(capsys, "compile", model, "--board", "mps2-an386", "-o", tmp_path / "d")
+    assert code == 0 and "does not fit" not in err
