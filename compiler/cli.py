@@ -136,6 +136,7 @@ def cmd_run(args) -> int:
     from kiln.project_gen import cli_commands, rpc_cli
 
     target = _Path(args.model)
+    chosen_board, args.board = args.board, args.board or "host"
     if target.is_dir():
         from kiln.project_gen.project import Project
 
@@ -144,6 +145,10 @@ def cmd_run(args) -> int:
                              f"to `kiln project create`, or give the model file")
 
         project = Project.open(target)
+        if chosen_board is not None and chosen_board != project.board.name:
+            raise InputError(f"{target} is a project for {project.board.name}, not "
+                             f"{chosen_board}: drop --board, or create a project for "
+                             f"{chosen_board}")
         if project.mode == "host-driven":
             return rpc_cli.cmd_run_rpc(args)
         return cli_commands.cmd_run(args)
@@ -186,7 +191,8 @@ def cmd_run_host(args) -> int:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="a .tflite model, or a project directory")
-    p.add_argument("--board", default="host")
+    p.add_argument("--board", default=None,
+                   help="board to run on (default host; a project runs on its own board)")
     p.add_argument("--input", action="append", default=[], metavar="X.npy",
                    help="an input array (repeat per model input); default: fixed-seed random")
     p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")

@@ -254,3 +254,13 @@ def test_compile_warns_when_the_weights_alone_exceed_the_board(tmp_path, capsys)
             in err), err
     code, out, err = kiln(capsys, "compile", model, "--board", "mps2-an386", "-o", tmp_path / "d")
     assert code == 0 and "does not fit" not in err
+
+
+def test_run_of_a_project_refuses_another_board(tmp_path, capsys):
+    """A project runs on the board it was made for; a different --board is not ignored."""
+    code, _, _ = kiln(capsys, "project", "create", DIGITS, "--board", "host", "-o", tmp_path / "p")
+    assert code == 0
+    code, _, err = kiln(capsys, "run", tmp_path / "p", "--board", "mps2-an386")
+    assert code == 2 and "is a project for host, not mps2-an386" in err
+    code, out, _ = kiln(capsys, "run", tmp_path / "p", "--board", "host")
+    assert code == 0 and "per inference on the host" in out
