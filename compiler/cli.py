@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 
 import numpy as np
@@ -124,6 +125,29 @@ def _warn_if_too_large(art) -> None:
         print(f"kiln: warning: {e}", file=sys.stderr)
 
 
+# Ops that never become a kernel call: views of their input (alias_reshapes) and shape
+# arithmetic on constants (fold_constants).
+_GRAPH_LEVEL_OPS = {"RESHAPE": "view", "SQUEEZE": "view", "EXPAND_DIMS": "view",
+                    "SHAPE": "folded when constant", "CAST": "folded when constant"}
+
+
+def cmd_ops(args) -> int:
+    """`kiln ops`: every op type a model may use, with the module that lowers it."""
+    from .codegen.lowering import LOWERINGS
+
+    rows = {t: lw.fn.__module__.rsplit(".", 1)[-1] for t, lw in LOWERINGS.items()}
+    rows.update({t: how for t, how in _GRAPH_LEVEL_OPS.items() if t not in rows})
+    if args.json:
+        print(json.dumps([{"op": t, "lowered_by": rows[t]} for t in sorted(rows)], indent=2))
+        return EXIT_OK
+    width = max(map(len, rows))
+    for t in sorted(rows):
+        print(f"{t:<{width}}  {rows[t]}")
+    print(f"{len(rows)} op types; int8 activations (each op's check names what it refuses), "
+          f"bit-exact with TFLM's reference kernels (TFLite's where TFLM lacks one)")
+    return EXIT_OK
+
+
 def cmd_run(args) -> int:
     """`kiln run`: where the model runs decides who runs it.
 
@@ -214,6 +238,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     parser = argparse.ArgumentParser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
     parser.add_argument("--version", action="version", version="kiln 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("ops", help="list the TFLite ops kiln compiles")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(handler=cmd_ops)
 
     p = sub.add_parser("info", help="ops, shapes, MACs, weight bytes, arena estimate")
     p.add_argument("model")
