@@ -255,7 +255,7 @@ def test_rejections_name_the_reason():
 
 # --- C builds -----------------------------------------------------------------------------
 
-KERNELS = ["elementwise.c", "activation.c", "quantize.c"]
+KERNELS = ["elementwise.c", "broadcast.c", "activation.c", "quantize.c"]
 CROSS = [["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"],
          ["-mcpu=cortex-m0plus", "-mthumb", "-mfloat-abi=soft"],
          ["-mcpu=cortex-m3", "-mthumb", "-mfloat-abi=soft"]]

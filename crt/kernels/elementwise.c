@@ -3,82 +3,13 @@
  *
  * Each op is a "row" function over a contiguous run of the output, reading
  * each input either elementwise (step 1) or as one broadcast scalar (step 0).
- * broadcast_apply() walks the outer n, h, w dims and calls the row function
+ * kiln_broadcast_rows() (broadcast.h) walks the outer n, h, w dims and calls the row function
  * once per run of c, or once for the whole tensor when nothing broadcasts.
  */
 #include "elementwise.h"
 
+#include "broadcast.h"
 #include "kiln_math.h"
-
-typedef void (*row_fn_t)(const void *params, const int8_t *a, int32_t a_step,
-                         const int8_t *b, int32_t b_step, int8_t *out, int32_t len);
-
-static int dims_valid(const kiln_dims_t *d)
-{
-    return d != NULL && d->n > 0 && d->h > 0 && d->w > 0 && d->c > 0;
-}
-
-static int dims_equal(const kiln_dims_t *a, const kiln_dims_t *b)
-{
-    return a->n == b->n && a->h == b->h && a->w == b->w && a->c == b->c;
-}
-
-/* Element strides with which an input of dims `in` is read along each dim of
- * `out` (n, h, w, c): 0 where it broadcasts. Returns 0 when an input dim is
- * neither the output dim nor 1. */
-static int broadcast_strides(const kiln_dims_t *in, const kiln_dims_t *out, int32_t stride[4])
-{
-    const int32_t in_extent[4] = {in->n, in->h, in->w, in->c};
-    const int32_t out_extent[4] = {out->n, out->h, out->w, out->c};
-    int32_t step = 1;
-    for (int i = 3; i >= 0; --i) {
-        if (in_extent[i] == out_extent[i]) {
-            stride[i] = step;
-        } else if (in_extent[i] == 1) {
-            stride[i] = 0;
-        } else {
-            return 0;
-        }
-        step *= in_extent[i];
-    }
-    return 1;
-}
-
-static kiln_status_t broadcast_apply(const void *params,
-                                     const kiln_dims_t *input1_dims, const int8_t *input1,
-                                     const kiln_dims_t *input2_dims, const int8_t *input2,
-                                     const kiln_dims_t *output_dims, int8_t *output,
-                                     row_fn_t row)
-{
-    if (input1 == NULL || input2 == NULL || output == NULL || !dims_valid(input1_dims) ||
-        !dims_valid(input2_dims) || !dims_valid(output_dims)) {
-        return KILN_ERR_ARG;
-    }
-    int32_t s1[4];
-    int32_t s2[4];
-    if (!broadcast_strides(input1_dims, output_dims, s1) ||
-        !broadcast_strides(input2_dims, output_dims, s2)) {
-        return KILN_ERR_ARG;
-    }
-    const int32_t depth = output_dims->c;
-    if (dims_equal(input1_dims, output_dims) && dims_equal(input2_dims, output_dims)) {
-        row(params, input1, 1, input2, 1, output,
-            output_dims->n * output_dims->h * output_dims->w * depth);
-        return KILN_OK;
-    }
-    int8_t *out = output;
-    for (int32_t n = 0; n < output_dims->n; ++n) {
-        for (int32_t h = 0; h < output_dims->h; ++h) {
-            for (int32_t w = 0; w < output_dims->w; ++w) {
-                const int8_t *a = input1 + n * s1[0] + h * s1[1] + w * s1[2];
-                const int8_t *b = input2 + n * s2[0] + h * s2[1] + w * s2[2];
-                row(params, a, s1[3], b, s2[3], out, depth);
-                out += depth;
-            }
-        }
-    }
-    return KILN_OK;
-}
 
 /* --- ADD / SUB ------------------------------------------------------------------ */
 
@@ -166,8 +97,8 @@ kiln_status_t kiln_add_s8(const kiln_add_params_t *params,
     if (!add_params_valid(params)) {
         return KILN_ERR_ARG;
     }
-    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           add_row);
+    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, add_row);
 }
 
 kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
@@ -178,8 +109,8 @@ kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
     if (!add_params_valid(params)) {
         return KILN_ERR_ARG;
     }
-    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           sub_row);
+    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, sub_row);
 }
 
 static void add_lut_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
@@ -217,8 +148,8 @@ kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;
     }
-    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           add_lut_row);
+    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, add_lut_row);
 }
 
 /* --- MUL ------------------------------------------------------------------------ */
@@ -280,8 +211,8 @@ kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;
     }
-    return broadcast_apply(params, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           mul_row);
+    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, mul_row);
 }
 
 /* --- MAXIMUM / MINIMUM --------------------------------------------------------------- */
@@ -312,14 +243,14 @@ kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    return broadcast_apply(NULL, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           maximum_row);
+    return kiln_broadcast_rows(NULL, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, maximum_row);
 }
 
 kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    return broadcast_apply(NULL, input1_dims, input1, input2_dims, input2, output_dims, output,
-                           minimum_row);
+    return kiln_broadcast_rows(NULL, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, minimum_row);
 }

@@ -10,6 +10,8 @@
 #include "quantize.h"
 #include "reduce.h"
 #include "data_movement.h"
+#include "indexing.h"
+#include "math_ops.h"
 #include "inplace.h"
 
 #endif /* KILN_KERNELS_H */

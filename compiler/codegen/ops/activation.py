@@ -204,7 +204,7 @@ def flat_dims(shape: tuple[int, ...]) -> str:
     return c_dims(shape)
 
 
-def _int8_unary_check(ctx: LowerCtx) -> str | None:
+def int8_unary_check(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
     if x is None:
         return "needs an input"
@@ -236,7 +236,7 @@ def lut_layer(ctx: LowerCtx, table: np.ndarray, x: Tensor, y: Tensor, what: str)
 # --- lowerings -----------------------------------------------------------------------
 
 def _check_logistic(ctx: LowerCtx) -> str | None:
-    problem = _int8_unary_check(ctx)
+    problem = int8_unary_check(ctx)
     if problem:
         return problem
     if qparams(ctx.output(0))[1] != -128:
@@ -251,28 +251,28 @@ def lower_logistic(ctx: LowerCtx) -> LayerCode:
     return lut_layer(ctx, logistic_table(s, z), x, y, "TFLM fixed-point logistic")
 
 
-@lowering("TANH", check=_int8_unary_check)
+@lowering("TANH", check=int8_unary_check)
 def lower_tanh(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     s, z = qparams(x)
     return lut_layer(ctx, tanh_table(s, z), x, y, "TFLM fixed-point tanh, output 1/128")
 
 
-@lowering("RELU", check=_int8_unary_check)
+@lowering("RELU", check=int8_unary_check)
 def lower_relu(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     table = relu_table(*qparams(x), *qparams(y))
     return lut_layer(ctx, table, x, y, "requantize, clamp at output zero point")
 
 
-@lowering("RELU6", check=_int8_unary_check)
+@lowering("RELU6", check=int8_unary_check)
 def lower_relu6(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     return lut_layer(ctx, relu6_table(*qparams(x)), x, y, "clamp to [0, 6] in the input domain")
 
 
 def _check_leaky_relu(ctx: LowerCtx) -> str | None:
-    problem = _int8_unary_check(ctx)
+    problem = int8_unary_check(ctx)
     if problem:
         return problem
     alpha = float(ctx.op.options.get("alpha", 0.0))
@@ -290,7 +290,7 @@ def lower_leaky_relu(ctx: LowerCtx) -> LayerCode:
 
 
 def _check_hard_swish(ctx: LowerCtx) -> str | None:
-    problem = _int8_unary_check(ctx)
+    problem = int8_unary_check(ctx)
     if problem:
         return problem
     _, out_e, _, _ = hard_swish_params(qparams(ctx.input(0))[0], qparams(ctx.output(0))[0])

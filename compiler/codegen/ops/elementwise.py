@@ -73,7 +73,9 @@ def _dims_literal(shape: tuple[int, ...]) -> str:
 
 # --- checks --------------------------------------------------------------------------
 
-def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
+def check_broadcast_int8(ctx: LowerCtx) -> str | None:
+    """Two int8 inputs that broadcast to the int8 output in at most 4 merged dims (what
+    the C broadcast walk, crt/kernels/broadcast.h, takes)."""
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
     if a is None or b is None:
         return "needs two inputs"
@@ -85,6 +87,14 @@ def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
                 f"{list(out.shape)}")
     if len(collapse_broadcast(a.shape, b.shape, tuple(shape))[2]) > 4:
         return "the broadcast pattern needs more than 4 dimensions after merging"
+    return None
+
+
+def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
+    problem = check_broadcast_int8(ctx)
+    if problem:
+        return problem
+    a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
     if quantized:
         for t in (a, b, out):
             if t.quant is None or t.quant.per_channel:
