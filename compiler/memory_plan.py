@@ -110,9 +110,13 @@ def step_usage(p: Plan) -> dict[int, tuple[int, int]]:
 
 
 def peak_step(p: Plan) -> int:
-    """The first step whose live buffers reach the top of the arena."""
+    """The first step whose live buffers reach highest in the arena (the top itself, but
+    for the alignment padding the arena size may add); -1 for an empty plan."""
     usage = step_usage(p)
-    return next((s for s, (top, _) in usage.items() if top == p.arena_bytes), -1)
+    if not usage:
+        return -1
+    highest = max(top for top, _ in usage.values())
+    return next(s for s, (top, _) in usage.items() if top == highest)
 
 
 def _subtract(lo: float, hi: float, allowed) -> list[tuple[float, float]]:
