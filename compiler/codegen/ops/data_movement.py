@@ -38,11 +38,11 @@ _MOVABLE = ("int8", "uint8", "int16", "int32", "int64", "bool")
 # --------------------------------------------------------------------------- helpers
 
 
-def _arr(values) -> str:
+def c_array(values) -> str:
     return "{" + ", ".join(str(int(v)) for v in values) + "}"
 
 
-def _strides(shape) -> list[int]:
+def row_major_strides(shape) -> list[int]:
     """Row-major element strides of `shape`."""
     out, s = [], 1
     for e in reversed(shape):
@@ -51,7 +51,7 @@ def _strides(shape) -> list[int]:
     return out
 
 
-def _elem(t: Tensor) -> int:
+def elem_bytes(t: Tensor) -> int:
     return DTYPES[t.dtype].itemsize
 
 
@@ -62,7 +62,7 @@ def _same_quant(a: Tensor, b: Tensor) -> bool:
             and np.array_equal(a.quant.zero_point, b.quant.zero_point))
 
 
-def _check_moves(ctx: LowerCtx, data_inputs: list[Tensor | None],
+def check_moves(ctx: LowerCtx, data_inputs: list[Tensor | None],
                  outputs: list[Tensor]) -> str | None:
     """Common checks: supported, identical dtypes and quantization, rank ≤ 6, non-empty."""
     if any(t is None for t in data_inputs):
@@ -83,7 +83,7 @@ def _check_moves(ctx: LowerCtx, data_inputs: list[Tensor | None],
     return None
 
 
-def _const_ints(t: Tensor | None, what: str) -> np.ndarray | str:
+def const_ints(t: Tensor | None, what: str) -> np.ndarray | str:
     if t is None or not t.is_const:
         return f"the {what} tensor must be a constant"
     if t.dtype not in ("int32", "int64"):
@@ -91,7 +91,7 @@ def _const_ints(t: Tensor | None, what: str) -> np.ndarray | str:
     return np.asarray(t.data, dtype=np.int64)
 
 
-def _axis(axis: int, rank: int) -> int | str:
+def normalize_axis(axis: int, rank: int) -> int | str:
     a = axis + rank if axis < 0 else axis
     return a if 0 <= a < rank else f"axis {axis} out of range for rank {rank}"
 
@@ -128,8 +128,8 @@ class View:
         return ("static const kiln_copy_params_t params = {\n"
                 f"    .elem_size = {elem},\n"
                 f"    .rank = {len(v.shape)},\n"
-                f"    .shape = {_arr(v.shape)},\n"
-                f"    .in_stride = {_arr(v.strides)},\n"
+                f"    .shape = {c_array(v.shape)},\n"
+                f"    .in_stride = {c_array(v.strides)},\n"
                 f"    .in_offset = {v.offset},\n"
                 f"    .in_size = {in_size},\n"
                 "};\n"
@@ -145,10 +145,10 @@ class View:
         return x.reshape(-1)[idx]
 
 
-def _copy_layer(ctx: LowerCtx, view: View, summary: str) -> LayerCode:
+def copy_layer(ctx: LowerCtx, view: View, summary: str) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     v = view.simplified()
-    body = view.c_body(_elem(x), x.size, ctx.ptr(x), ctx.ptr(y))
+    body = view.c_body(elem_bytes(x), x.size, ctx.ptr(x), ctx.ptr(y))
     return LayerCode(kernel="kiln_strided_copy", body=body,
                      summary=f"{summary}; view {v.shape} strides {v.strides} offset {v.offset}")
 
@@ -157,13 +157,13 @@ def _copy_layer(ctx: LowerCtx, view: View, summary: str) -> LayerCode:
 
 
 def transpose_view(shape, perm) -> View:
-    st = _strides(shape)
+    st = row_major_strides(shape)
     return View([int(shape[p]) for p in perm], [st[p] for p in perm])
 
 
 def _transpose_perm(ctx: LowerCtx) -> list[int] | str:
     x = ctx.input(0)
-    perm = _const_ints(ctx.input(1), "perm")
+    perm = const_ints(ctx.input(1), "perm")
     if isinstance(perm, str):
         return perm
     perm = [int(p) + len(x.shape) if p < 0 else int(p) for p in perm.reshape(-1)]
@@ -174,7 +174,7 @@ def _transpose_perm(ctx: LowerCtx) -> list[int] | str:
 
 def _check_transpose(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     perm = _transpose_perm(ctx)
@@ -189,7 +189,7 @@ def _check_transpose(ctx: LowerCtx) -> str | None:
 @lowering("TRANSPOSE", check=_check_transpose)
 def lower_transpose(ctx: LowerCtx) -> LayerCode:
     perm = _transpose_perm(ctx)
-    return _copy_layer(ctx, transpose_view(ctx.input(0).shape, perm), f"perm {perm}")
+    return copy_layer(ctx, transpose_view(ctx.input(0).shape, perm), f"perm {perm}")
 
 
 # --------------------------------------------------------------------------- STRIDED_SLICE
@@ -262,7 +262,7 @@ def strided_slice_view(shape, begin, end, strides, begin_mask=0, end_mask=0,
             layout.append(len(dense))
             dense.append((0, 0, 1, True, True, False))
 
-    in_strides = _strides(shape)
+    in_strides = row_major_strides(shape)
     view_shape, view_strides, start_offset = [], [], 0
     out_shape: list[int] = []
     counts: list[int] = []
@@ -292,7 +292,7 @@ def _slice_args(ctx: LowerCtx) -> tuple | str:
     x = ctx.input(0)
     parts = []
     for i, what in ((1, "begin"), (2, "end"), (3, "strides")):
-        v = _const_ints(ctx.input(i), what)
+        v = const_ints(ctx.input(i), what)
         if isinstance(v, str):
             return v
         parts.append(v.reshape(-1).tolist())
@@ -311,7 +311,7 @@ def _slice_args(ctx: LowerCtx) -> tuple | str:
 
 def _check_strided_slice(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     result = _slice_args(ctx)
@@ -330,14 +330,14 @@ def _check_strided_slice(ctx: LowerCtx) -> str | None:
 @lowering("STRIDED_SLICE", check=_check_strided_slice)
 def lower_strided_slice(ctx: LowerCtx) -> LayerCode:
     view, out_shape = _slice_args(ctx)
-    return _copy_layer(ctx, view, f"slice to {out_shape}")
+    return copy_layer(ctx, view, f"slice to {out_shape}")
 
 
 # --------------------------------------------------------------------------- TILE
 
 
 def tile_view(shape, multiples) -> View:
-    st = _strides(shape)
+    st = row_major_strides(shape)
     v_shape, v_strides = [], []
     for e, m, s in zip(shape, multiples, st):
         v_shape += [int(m), int(e)]
@@ -347,10 +347,10 @@ def tile_view(shape, multiples) -> View:
 
 def _check_tile(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
-    m = _const_ints(ctx.input(1), "multiples")
+    m = const_ints(ctx.input(1), "multiples")
     if isinstance(m, str):
         return m
     m = m.reshape(-1)
@@ -366,7 +366,7 @@ def _check_tile(ctx: LowerCtx) -> str | None:
 @lowering("TILE", check=_check_tile)
 def lower_tile(ctx: LowerCtx) -> LayerCode:
     m = ctx.input(1).data.reshape(-1).tolist()
-    return _copy_layer(ctx, tile_view(ctx.input(0).shape, m), f"multiples {m}")
+    return copy_layer(ctx, tile_view(ctx.input(0).shape, m), f"multiples {m}")
 
 
 # --------------------------------------------------------------------------- concat / split
@@ -382,7 +382,7 @@ def _concat_body(ctx: LowerCtx, kernel: str, outer: int, row_bytes: list[int],
     else:
         lists = f"void *const outputs[{n}] = {{{ptrs}}};\n"
         call = f"return kiln_split(&params, {ctx.ptr(one)}, outputs);\n"
-    return (f"static const int32_t row_bytes[{n}] = {_arr(row_bytes)};\n"
+    return (f"static const int32_t row_bytes[{n}] = {c_array(row_bytes)};\n"
             "static const kiln_concat_params_t params = {\n"
             f"    .count = {n},\n"
             f"    .outer = {outer},\n"
@@ -394,14 +394,14 @@ def _concat_body(ctx: LowerCtx, kernel: str, outer: int, row_bytes: list[int],
 def _check_concat(ctx: LowerCtx) -> str | None:
     ins = [ctx.input(i) for i in range(len(ctx.op.inputs))]
     y = ctx.output(0)
-    reason = _check_moves(ctx, ins, [y])
+    reason = check_moves(ctx, ins, [y])
     if reason:
         return reason
     act = ctx.op.options.get("fused_activation_function", "NONE")
     if act != "NONE":
         return f"fused activation {act} (TFLM supports NONE only)"
     rank = len(y.shape)
-    axis = _axis(int(ctx.op.options.get("axis", 0)), rank)
+    axis = normalize_axis(int(ctx.op.options.get("axis", 0)), rank)
     if isinstance(axis, str):
         return axis
     for t in ins:
@@ -417,9 +417,9 @@ def _check_concat(ctx: LowerCtx) -> str | None:
 def lower_concatenation(ctx: LowerCtx) -> LayerCode:
     ins = [ctx.input(i) for i in range(len(ctx.op.inputs))]
     y = ctx.output(0)
-    axis = _axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
+    axis = normalize_axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
     outer = int(np.prod(y.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(y.shape[axis + 1:], dtype=np.int64)) * _elem(y)
+    inner = int(np.prod(y.shape[axis + 1:], dtype=np.int64)) * elem_bytes(y)
     rows = [int(t.shape[axis]) * inner for t in ins]
     body = _concat_body(ctx, "kiln_concat", outer, rows, ins, y)
     return LayerCode(kernel="kiln_concat", body=body, summary=f"axis {axis}, {len(ins)} inputs")
@@ -428,10 +428,10 @@ def lower_concatenation(ctx: LowerCtx) -> LayerCode:
 def _check_pack(ctx: LowerCtx) -> str | None:
     ins = [ctx.input(i) for i in range(len(ctx.op.inputs))]
     y = ctx.output(0)
-    reason = _check_moves(ctx, ins, [y])
+    reason = check_moves(ctx, ins, [y])
     if reason:
         return reason
-    axis = _axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
+    axis = normalize_axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
     if isinstance(axis, str):
         return axis
     want = list(ins[0].shape[:axis]) + [len(ins)] + list(ins[0].shape[axis:])
@@ -444,9 +444,9 @@ def _check_pack(ctx: LowerCtx) -> str | None:
 def lower_pack(ctx: LowerCtx) -> LayerCode:
     ins = [ctx.input(i) for i in range(len(ctx.op.inputs))]
     y = ctx.output(0)
-    axis = _axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
+    axis = normalize_axis(int(ctx.op.options.get("axis", 0)), len(y.shape))
     outer = int(np.prod(y.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(y.shape[axis + 1:], dtype=np.int64)) * _elem(y)
+    inner = int(np.prod(y.shape[axis + 1:], dtype=np.int64)) * elem_bytes(y)
     body = _concat_body(ctx, "kiln_concat", outer, [inner] * len(ins), ins, y)
     return LayerCode(kernel="kiln_concat", body=body, summary=f"axis {axis}, {len(ins)} inputs")
 
@@ -456,14 +456,14 @@ def _split_parts(ctx: LowerCtx) -> tuple[Tensor, int] | str:
     t = ctx.op.type
     if t == "UNPACK":
         x = ctx.input(0)
-        return x, _axis(int(ctx.op.options.get("axis", 0)), len(x.shape))
+        return x, normalize_axis(int(ctx.op.options.get("axis", 0)), len(x.shape))
     x, axis_t = (ctx.input(1), ctx.input(0)) if t == "SPLIT" else (ctx.input(0), ctx.input(2))
-    axis = _const_ints(axis_t, "axis")
+    axis = const_ints(axis_t, "axis")
     if isinstance(axis, str):
         return axis
     if x is None or axis.size != 1:
         return "SPLIT needs an input and a scalar axis"
-    return x, _axis(int(axis.reshape(-1)[0]), len(x.shape))
+    return x, normalize_axis(int(axis.reshape(-1)[0]), len(x.shape))
 
 
 def _check_split(ctx: LowerCtx) -> str | None:
@@ -474,7 +474,7 @@ def _check_split(ctx: LowerCtx) -> str | None:
     if isinstance(axis, str):
         return axis
     outs = [ctx.output(i) for i in range(len(ctx.op.outputs))]
-    reason = _check_moves(ctx, [x], outs)
+    reason = check_moves(ctx, [x], outs)
     if reason:
         return reason
     unpack = ctx.op.type == "UNPACK"
@@ -494,7 +494,7 @@ def lower_split(ctx: LowerCtx) -> LayerCode:
     x, axis = _split_parts(ctx)
     outs = [ctx.output(i) for i in range(len(ctx.op.outputs))]
     outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64)) * _elem(x)
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64)) * elem_bytes(x)
     extents = [1 if ctx.op.type == "UNPACK" else int(o.shape[axis]) for o in outs]
     body = _concat_body(ctx, "kiln_split", outer, [e * inner for e in extents], outs, x)
     return LayerCode(kernel="kiln_split", body=body,
@@ -522,7 +522,7 @@ def _pad_value(ctx: LowerCtx) -> tuple[str, str] | str:
     """(C declaration, C expression of the pad value's address)."""
     x, y = ctx.input(0), ctx.output(0)
     c = ctx.input(2) if ctx.op.type == "PADV2" else None
-    ctype = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}[_elem(x)]
+    ctype = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}[elem_bytes(x)]
     if c is not None:
         if not c.is_const:
             return "constant_values must be a constant"
@@ -540,10 +540,10 @@ def _pad_value(ctx: LowerCtx) -> tuple[str, str] | str:
 
 def _check_pad(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
-    p = _const_ints(ctx.input(1), "paddings")
+    p = const_ints(ctx.input(1), "paddings")
     if isinstance(p, str):
         return p
     if p.shape != (len(x.shape), 2) or (p < 0).any():
@@ -564,10 +564,10 @@ def lower_pad(ctx: LowerCtx) -> LayerCode:
     decl, value = _pad_value(ctx)
     body = (decl +
             "static const kiln_pad_params_t params = {\n"
-            f"    .elem_size = {_elem(x)},\n"
-            f"    .in_shape = {_arr([1] * lead + ext)},\n"
-            f"    .before = {_arr([0] * lead + before)},\n"
-            f"    .after = {_arr([0] * lead + after)},\n"
+            f"    .elem_size = {elem_bytes(x)},\n"
+            f"    .in_shape = {c_array([1] * lead + ext)},\n"
+            f"    .before = {c_array([0] * lead + before)},\n"
+            f"    .after = {c_array([0] * lead + after)},\n"
             "};\n"
             f"return kiln_pad(&params, {value}, {ctx.ptr(x)}, {ctx.ptr(y)});\n")
     return LayerCode(kernel="kiln_pad", body=body, summary=f"paddings {paddings}")
@@ -598,10 +598,10 @@ def nearest_map(in_size: int, out_size: int, align_corners: bool,
 
 def _check_resize(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
-    size = _const_ints(ctx.input(1), "size")
+    size = const_ints(ctx.input(1), "size")
     if isinstance(size, str):
         return size
     if len(x.shape) != 4 or len(y.shape) != 4:
@@ -624,7 +624,7 @@ def lower_resize_nearest(ctx: LowerCtx) -> LayerCode:
     xmap = ctx.const("x_map", nearest_map(w, ow, ac, hp), "int32_t",
                      f"input column of each output column ({w} -> {ow})")
     body = ("static const kiln_resize_nearest_params_t params = {\n"
-            f"    .elem_size = {_elem(x)},\n"
+            f"    .elem_size = {elem_bytes(x)},\n"
             f"    .input = {{{n}, {h}, {w}, {c}}},\n"
             f"    .output = {{{n}, {oh}, {ow}, {c}}},\n"
             f"    .y_map = {ymap},\n"
@@ -640,11 +640,11 @@ def lower_resize_nearest(ctx: LowerCtx) -> LayerCode:
 
 def _space_batch_args(ctx: LowerCtx) -> tuple[list[int], list[list[int]]] | str:
     x = ctx.input(0)
-    block = _const_ints(ctx.input(1), "block_shape")
+    block = const_ints(ctx.input(1), "block_shape")
     if isinstance(block, str):
         return block
     what = "paddings" if ctx.op.type == "SPACE_TO_BATCH_ND" else "crops"
-    margins = _const_ints(ctx.input(2), what)
+    margins = const_ints(ctx.input(2), what)
     if isinstance(margins, str):
         return margins
     spatial = len(x.shape) - 2
@@ -664,7 +664,7 @@ def _nhwc(shape) -> list[int]:
 
 def _check_space_batch(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     args = _space_batch_args(ctx)
@@ -696,9 +696,9 @@ def _space_batch_body(ctx: LowerCtx, kernel: str, pad: tuple[str, str] | None) -
     decl, args = (pad[0], f"{pad[1]}, ") if pad else ("", "")
     return (decl +
             "static const kiln_space_batch_params_t params = {\n"
-            f"    .elem_size = {_elem(x)},\n"
-            f"    .input = {_arr(_nhwc(x.shape))},\n"
-            f"    .output = {_arr(_nhwc(y.shape))},\n"
+            f"    .elem_size = {elem_bytes(x)},\n"
+            f"    .input = {c_array(_nhwc(x.shape))},\n"
+            f"    .output = {c_array(_nhwc(y.shape))},\n"
             f"    .block = {{{bh}, {bw}}},\n"
             f"    .margin = {{{mh}, {mw}}},\n"
             "};\n"
@@ -708,7 +708,7 @@ def _space_batch_body(ctx: LowerCtx, kernel: str, pad: tuple[str, str] | None) -
 @lowering("SPACE_TO_BATCH_ND", check=_check_space_batch)
 def lower_space_to_batch(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
-    ctype = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}[_elem(x)]
+    ctype = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}[elem_bytes(x)]
     zp = int(y.quant.zero_point[0]) if y.quant is not None and x.dtype in ("int8", "uint8") else 0
     pad = (f"static const {ctype} pad_value = {zp};\n", "&pad_value")
     block, margins = _space_batch_args(ctx)

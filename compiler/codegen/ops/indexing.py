@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..lowering import LayerCode, LowerCtx, lowering
-from .data_movement import (MAX_RANK, View, _arr, _axis, _check_moves, _const_ints, _copy_layer,
-                            _elem, _strides)
+from .data_movement import (MAX_RANK, View, c_array, check_moves, const_ints, copy_layer,
+                            elem_bytes, normalize_axis, row_major_strides)
 
 MIRROR_PAD_MAX_DIMS = 6   # KILN_MIRROR_PAD_MAX_DIMS
 SLICE_MAX_RANK = 5        # TFLite's and tflite-micro's SLICE stop at 5-D
@@ -40,12 +40,12 @@ def _prod(values) -> int:
 
 def _arg_axis(ctx: LowerCtx) -> int | str:
     x = ctx.input(0)
-    axis = _const_ints(ctx.input(1), "axis")
+    axis = const_ints(ctx.input(1), "axis")
     if isinstance(axis, str):
         return axis
     if axis.size != 1:
         return f"axis tensor holds {axis.size} values (one expected)"
-    return _axis(int(axis.reshape(-1)[0]), len(x.shape))
+    return normalize_axis(int(axis.reshape(-1)[0]), len(x.shape))
 
 
 def _check_arg(ctx: LowerCtx) -> str | None:
@@ -76,7 +76,7 @@ def lower_arg(ctx: LowerCtx) -> LayerCode:
             f"    .outer = {_prod(x.shape[:axis])},\n"
             f"    .axis_size = {int(x.shape[axis])},\n"
             f"    .inner = {_prod(x.shape[axis + 1:])},\n"
-            f"    .index_size = {_elem(y)},\n"
+            f"    .index_size = {elem_bytes(y)},\n"
             "};\n"
             f"return {kernel}(&params, {ctx.ptr(x)}, {ctx.ptr(y)});\n")
     return LayerCode(kernel=kernel, body=body, summary=f"axis {axis}, {y.dtype} indices")
@@ -88,7 +88,7 @@ def lower_arg(ctx: LowerCtx) -> LayerCode:
 def _gather_args(ctx: LowerCtx) -> tuple[int, int] | str:
     """(axis, batch_dims), resolved and validated as TFLite's Prepare does."""
     x, idx = ctx.input(0), ctx.input(1)
-    axis = _axis(int(ctx.op.options.get("axis", 0)), len(x.shape))
+    axis = normalize_axis(int(ctx.op.options.get("axis", 0)), len(x.shape))
     if isinstance(axis, str):
         return axis
     bd = int(ctx.op.options.get("batch_dims", 0))
@@ -104,7 +104,7 @@ def _gather_args(ctx: LowerCtx) -> tuple[int, int] | str:
 
 def _check_gather(ctx: LowerCtx) -> str | None:
     x, idx, y = ctx.input(0), ctx.input(1), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     if idx is None or idx.dtype not in _INDEX_TYPES:
@@ -139,9 +139,9 @@ def lower_gather(ctx: LowerCtx) -> LayerCode:
                             "int32_t", f"{idx.name} {list(idx.shape)} narrowed to int32")
         index_size = 4
     else:
-        indices, index_size = ctx.ptr(idx), _elem(idx)
+        indices, index_size = ctx.ptr(idx), elem_bytes(idx)
     body = ("static const kiln_gather_params_t params = {\n"
-            f"    .elem_size = {_elem(x)},\n"
+            f"    .elem_size = {elem_bytes(x)},\n"
             f"    .batch = {_prod(x.shape[:batch_dims])},\n"
             f"    .outer = {_prod(x.shape[batch_dims:axis])},\n"
             f"    .axis_size = {int(x.shape[axis])},\n"
@@ -170,16 +170,16 @@ def slice_view(shape, begin, size) -> tuple[View, list[int]] | str:
             return (f"slice begin {int(b)} size {int(size[d])} is out of range for "
                     f"dimension {d} of extent {int(e)}")
         out.append(s)
-    offset = sum(int(b) * st for b, st in zip(begin, _strides(shape)))
-    return View(out, _strides(shape), offset), out
+    offset = sum(int(b) * st for b, st in zip(begin, row_major_strides(shape)))
+    return View(out, row_major_strides(shape), offset), out
 
 
 def _slice_args(ctx: LowerCtx) -> tuple[View, list[int]] | str:
     x = ctx.input(0)
-    begin = _const_ints(ctx.input(1), "begin")
+    begin = const_ints(ctx.input(1), "begin")
     if isinstance(begin, str):
         return begin
-    size = _const_ints(ctx.input(2), "size")
+    size = const_ints(ctx.input(2), "size")
     if isinstance(size, str):
         return size
     return slice_view(x.shape, begin.reshape(-1).tolist(), size.reshape(-1).tolist())
@@ -187,7 +187,7 @@ def _slice_args(ctx: LowerCtx) -> tuple[View, list[int]] | str:
 
 def _check_slice(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     if len(x.shape) > SLICE_MAX_RANK:
@@ -203,7 +203,7 @@ def _check_slice(ctx: LowerCtx) -> str | None:
 @lowering("SLICE", check=_check_slice)
 def lower_slice(ctx: LowerCtx) -> LayerCode:
     view, out = _slice_args(ctx)
-    return _copy_layer(ctx, view, f"slice to {out}")
+    return copy_layer(ctx, view, f"slice to {out}")
 
 
 # --------------------------------------------------------------------------- DEPTH/SPACE
@@ -228,7 +228,7 @@ def space_to_depth_view(shape, block: int) -> View:
 
 def _check_depth_space(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     if len(x.shape) != 4:
@@ -254,7 +254,7 @@ def _check_depth_space(ctx: LowerCtx) -> str | None:
 def lower_depth_space(ctx: LowerCtx) -> LayerCode:
     b = int(ctx.op.options["block_size"])
     make = depth_to_space_view if ctx.op.type == "DEPTH_TO_SPACE" else space_to_depth_view
-    return _copy_layer(ctx, make(ctx.input(0).shape, b), f"block_size {b}")
+    return copy_layer(ctx, make(ctx.input(0).shape, b), f"block_size {b}")
 
 
 # --------------------------------------------------------------------------- MIRROR_PAD
@@ -283,7 +283,7 @@ def mirror_pad_maps(shape, paddings, reflect: bool) -> tuple[list[int], list[np.
     padded = [d for d, (b, a) in enumerate(paddings) if b or a]
     last = padded[-1] if padded else -1
     run = _prod(shape[last + 1:])
-    strides = _strides(shape)
+    strides = row_major_strides(shape)
     extents, maps = [], []
     for d in range(last + 1):
         b, a = (int(v) for v in paddings[d])
@@ -301,7 +301,7 @@ def _mirror_args(ctx: LowerCtx) -> tuple[list[list[int]], bool] | str:
     mode = MIRROR_MODES.get(ctx.op.options.get("mode", 0))
     if mode is None:
         return f"mirror pad mode {ctx.op.options.get('mode')!r} (REFLECT or SYMMETRIC)"
-    p = _const_ints(ctx.input(1), "paddings")
+    p = const_ints(ctx.input(1), "paddings")
     if isinstance(p, str):
         return p
     if p.shape != (len(x.shape), 2) or (p < 0).any():
@@ -317,7 +317,7 @@ def _mirror_args(ctx: LowerCtx) -> tuple[list[list[int]], bool] | str:
 
 def _check_mirror_pad(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    reason = _check_moves(ctx, [x], [y])
+    reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
     args = _mirror_args(ctx)
@@ -338,9 +338,9 @@ def lower_mirror_pad(ctx: LowerCtx) -> LayerCode:
     offsets = ctx.const("offsets", np.concatenate(maps), "int32_t",
                         f"{mode} input offset of each output index, dims {extents}")
     body = ("static const kiln_mirror_pad_params_t params = {\n"
-            f"    .elem_size = {_elem(x)},\n"
+            f"    .elem_size = {elem_bytes(x)},\n"
             f"    .rank = {len(extents)},\n"
-            f"    .shape = {_arr(extents)},\n"
+            f"    .shape = {c_array(extents)},\n"
             f"    .run = {run},\n"
             f"    .in_size = {x.size},\n"
             f"    .offsets = {offsets},\n"
