@@ -28,7 +28,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=positive_int, default=32,
                    help="candidates measured at most per workload (default 32)")
     p.add_argument("--workers", type=positive_int, default=1,
-                   help="tuning firmwares built and measured in parallel (QEMU instances)")
+                   help="tuning firmwares built and measured in parallel (QEMU instances; "
+                        "default 1)")
     p.add_argument("--repeat", type=positive_int, default=5,
                    help="timed runs per candidate, after one warm-up (default 5)")
     p.add_argument("--port", metavar="URL", action="append", default=[],
