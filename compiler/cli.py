@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 import numpy as np
 
-from .compile import DEFAULT_OPTIMIZE, flash_fit_note
+from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
 from .arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
 
@@ -99,8 +100,7 @@ def cmd_compile(args) -> int:
         print(note)
     if args.tuning_records:
         t = r["tuning"]
-        print(f"kernel variants of {t['tuned_layers']} of {t['tunable_layers']} tunable layers "
-              f"from {args.tuning_records} (the others: default variant)")
+        print(tuning_note(r))
         if t["unreadable_lines"]:
             print(f"kiln: warning: {args.tuning_records}: skipped {t['unreadable_lines']} line(s) "
                   f"that are not tuning records", file=sys.stderr)
@@ -201,6 +201,9 @@ def cmd_run_host(args) -> int:
     arrays = read_inputs(args.input) if args.input else None
     g = _load_for_compile(args)
     art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None))
+    note = tuning_note(art.report)
+    if note:
+        print(note)
     specs = [model_inputs.TensorSpec.from_report(e) for e in art.report["inputs"]]
     if arrays is None:
         arrays = model_inputs.random_inputs(specs)
@@ -294,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     except KilnError as e:
         print(f"kiln: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:      # `kiln ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as e:         # a path the user gave that cannot be read or written
         where = f": {e.filename}" if e.filename else ""
         print(f"kiln: error: {e.strerror or e}{where}", file=sys.stderr)

@@ -68,16 +68,27 @@ def tuned_knobs(graph: Graph, target: Target, records: Records) -> dict[int, dic
     """step → knobs from the records, for the tunable layers of an optimized graph. A
     layer without a usable record keeps the default variant (the first candidate); a
     record whose knobs are no longer a candidate (an older kiln) is ignored."""
-    best = records.best(target.board)
-    knobs = {}
-    for step, (op_type, shape) in layer_shapes(graph, target).items():
-        record = best.get(workload_key(op_type, shape))
-        if record is None:
-            continue
-        options = {knobs_id(k) for k in candidates(op_type, shape, target)}
-        if knobs_id(record["knobs"]) in options:
-            knobs[step] = record["knobs"]
-    return knobs
+    shapes = layer_shapes(graph, target)
+    keys = {step: workload_key(op_type, shape) for step, (op_type, shape) in shapes.items()}
+    options = {keys[step]: {knobs_id(k) for k in candidates(op_type, shape, target)}
+               for step, (op_type, shape) in shapes.items()}
+    best = records.best(target.board, options)
+    return {step: best[key]["knobs"] for step, key in keys.items() if key in best}
+
+
+def tuning_note(report: dict) -> str | None:
+    """One line on what tuning records did to a compile (None without records)."""
+    t = report.get("tuning") or {}
+    if not t.get("records"):
+        return None
+    text = (f"kernel variants of {t['tuned_layers']} of {t['tunable_layers']} tunable layers "
+            f"from {t['records']}")
+    if t["tuned_layers"] < t["tunable_layers"]:
+        text += " (the others: default variant)"
+    boards = t.get("record_boards") or []
+    if boards and report["board"] not in boards:
+        text += f"; the file has records for {', '.join(boards)}, none for {report['board']}"
+    return text
 
 
 def flash_fit_note(report: dict) -> str | None:
@@ -147,6 +158,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
                    "tunable_layers": len(workload_keys), "tuned_layers": len(tuned),
+                   "record_boards": sorted({e["board"] for e in records.entries})
+                   if records is not None else [],
                    # lines of the records file that are not tuning records (skipped)
                    "unreadable_lines": records.skipped_lines if records is not None else 0},
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,

@@ -18,7 +18,7 @@ import numpy as np
 
 from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from kiln.compiler.cli import add_optimize_argument
-from kiln.compiler.compile import flash_fit_note
+from kiln.compiler.compile import flash_fit_note, tuning_note
 from kiln.compiler.errors import InputError
 
 from .boards import list_boards
@@ -118,9 +118,9 @@ def cmd_project_create(args: argparse.Namespace) -> int:
                              mode=args.mode, inputs=inputs, force=args.force,
                              inputs_origin=", ".join(args.input) if args.input else None,
                              tuning_records=args.tuning_records, optimize=args.optimize)
-    note = flash_fit_note(project.manifest)
-    if note:
-        print(note)
+    for note in (tuning_note(project.manifest), flash_fit_note(project.manifest)):
+        if note:
+            print(note)
     if project.replacement is not None:
         print(project.replacement.summary(project.path))
     print(f"created {project.path} ({project.mode}, {project.board.name}); "

@@ -23,6 +23,7 @@ import numpy as np
 from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from kiln.compiler.cli_args import positive_float, positive_int
 from kiln.compiler.errors import InputError
+from kiln.compiler.compile import tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
 from .project import MANIFEST, Project, create_project, kiln_version
@@ -161,9 +162,19 @@ def profile_rows(project: Project, prof: Profile, port: str | None) -> list[Laye
     return rows
 
 
+def _host_driven(args: argparse.Namespace) -> Project:
+    """The host-driven project `kiln profile` / `kiln run` talk to, saying what tuning
+    records changed in it."""
+    records = getattr(args, "tuning_records", None)
+    project = host_driven_project(args.model, args.board, tuning_records=records)
+    note = tuning_note(project.manifest) if records else None
+    if note:
+        print(note)
+    return project
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
-    project = host_driven_project(args.model, args.board,
-                                  tuning_records=getattr(args, "tuning_records", None))
+    project = _host_driven(args)
     port = getattr(args, "port", None)
     unit = cycles_unit(project, port)
     with connect(project, args) as session:
@@ -215,8 +226,7 @@ def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Na
 
 def cmd_run_rpc(args: argparse.Namespace) -> int:
     """`kiln run MODEL|DIR --board B [--port URL]` through a (cached) host-driven project."""
-    project = host_driven_project(args.model, args.board,
-                                  tuning_records=getattr(args, "tuning_records", None))
+    project = _host_driven(args)
     inputs = read_inputs(args.input) if getattr(args, "input", None) else None
     port = getattr(args, "port", None)
     if getattr(args, "output", None):

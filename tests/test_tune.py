@@ -85,6 +85,27 @@ def test_records_append_reload_and_pick_the_fastest(tmp_path):
         r.append({"workload": "W", "board": BOARD, "knobs": {}, "status": "ok"})   # no cycles
 
 
+def test_a_record_after_a_line_cut_off_without_newline_starts_its_own_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(_record("W", {"variant": "a"}, 300)) + "\n" +
+                    '{"workload": "W", "board": "mps2-an3')          # killed mid-line
+    r = Records.load(path)
+    r.append(_record("W", {"variant": "b"}, 200))
+    again = Records.load(path)
+    assert again.skipped_lines == 1
+    assert [e["knobs"]["variant"] for e in again.entries] == ["a", "b"]
+
+
+def test_best_skips_records_whose_knobs_are_no_longer_candidates():
+    """A stale record (an older kiln's knob) with the lowest median must not hide the
+    fastest valid one."""
+    r = Records(entries=[_record("W", {"variant": "turbo"}, 1), _record("W", {"variant": "a"}, 300),
+                         _record("W", {"variant": "b"}, 200)])
+    valid = {"W": {knobs_id({"variant": "a"}), knobs_id({"variant": "b"})}}
+    assert r.best(BOARD)["W"]["knobs"] == {"variant": "turbo"}
+    assert r.best(BOARD, valid)["W"]["knobs"] == {"variant": "b"}
+
+
 def test_best_record_does_not_depend_on_line_order():
     entries = [_record("W", {"variant": v}, 100) for v in "zyxabc"]
     entries.append(_record("W", {"variant": "q"}, 99))
@@ -278,6 +299,24 @@ def test_stale_or_foreign_records_leave_the_default(digits_records, tmp_path):
     assert {k: v for k, v in art.files.items() if k != "kiln.json"} == \
         {k: v for k, v in default.files.items() if k != "kiln.json"}
     assert art.report["tuning"]["tuned_layers"] == 0
+    # Stale records beside valid ones: the valid ones still decide.
+    both = tmp_path / "both.jsonl"
+    both.write_text(path.read_text() + digits_records.read_text())
+    mixed = kc.compile(g, BOARD, tuning_records=both)
+    assert mixed.files["model.c"] == kc.compile(g, BOARD, tuning_records=digits_records).files["model.c"]
+    assert mixed.report["tuning"]["tuned_layers"] == 3
+
+
+def test_records_of_another_board_are_named(digits_records, tmp_path, capsys):
+    assert main(["compile", str(DIGITS), "--board", "mps2-an500", "--tuning-records",
+                 str(digits_records), "-o", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert ("0 of 3 tunable layers" in out
+            and "the file has records for mps2-an386, none for mps2-an500" in out), out
+    assert main(["compile", str(DIGITS), "--board", BOARD, "--tuning-records",
+                 str(digits_records), "-o", str(tmp_path / "out2")]) == 0
+    out = capsys.readouterr().out
+    assert "3 of 3 tunable layers" in out and "default variant" not in out, out
 
 
 def test_a_file_of_other_lines_is_named_when_compiling(tmp_path, capsys):

@@ -88,7 +88,7 @@ class ProgressBar:
 
 def print_summary(s: TuneSummary, records: Records) -> None:
     print(f"{'layers':>6}  {'default':>12}  {'tuned':>12}  {'speed-up':>8}  best knobs    workload")
-    total_default = total_best = 0
+    total_default = total_best = untimed = 0
     for r in s.workloads:
         n = len(r.workload.layers)
         if r.default_cycles is not None and r.best_cycles is not None:
@@ -96,14 +96,17 @@ def print_summary(s: TuneSummary, records: Records) -> None:
             total_best += n * r.best_cycles
             ratio = f"{r.default_cycles / r.best_cycles:7.2f}x"
         else:
+            untimed += n
             ratio = "      -"
         knobs = knobs_id(r.best_knobs) if r.best_knobs else "-"
         default = "-" if r.default_cycles is None else f"{r.default_cycles:,}"
         best = "-" if r.best_cycles is None else f"{r.best_cycles:,}"
         print(f"{n:>6}  {default:>12}  {best:>12}  {ratio:>8}  {knobs}  {r.workload.key}")
     if total_best:
+        without = f"; {untimed} untimed layer(s) left out" \
+            if untimed else ""
         print(f"tunable layers: {total_default:,} -> {total_best:,} {s.unit} per inference "
-              f"({total_default / total_best:.2f}x)")
+              f"({total_default / total_best:.2f}x{without})")
     print(f"measured {s.measured} candidates in {s.batches} tuning firmware(s) "
           f"({s.already} already in the records) in {_duration(s.wall_s)}; "
           f"records: {records.path}")

@@ -72,6 +72,7 @@ class Records:
             self.entries.append(entry)
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                _end_last_line(self.path)
                 with open(self.path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(entry, sort_keys=True) + "\n")
 
@@ -80,11 +81,17 @@ class Records:
         return {(e["workload"], knobs_id(e["knobs"])) for e in self.entries
                 if e["board"] == board}
 
-    def best(self, board: str) -> dict[str, dict]:
-        """workload key → its fastest "ok" record on `board`."""
+    def best(self, board: str, candidates: dict[str, set[str]] | None = None
+             ) -> dict[str, dict]:
+        """workload key → its fastest "ok" record on `board`; with `candidates` (workload
+        key → knobs ids), only among records whose knobs are still a candidate, so a
+        record from an older kiln never hides the valid ones behind it."""
         best: dict[str, tuple] = {}
         for e in self.entries:
             if e["board"] != board or e["status"] != "ok":
+                continue
+            if candidates is not None and knobs_id(e["knobs"]) not in candidates.get(
+                    e["workload"], ()):
                 continue
             c = e["cycles"]
             rank = (c["median"], c["min"], knobs_id(e["knobs"]))
@@ -96,6 +103,20 @@ class Records:
         """(workload key, knobs id) → median cycles of the "ok" records on `board`."""
         return {(e["workload"], knobs_id(e["knobs"])): e["cycles"]["median"]
                 for e in self.entries if e["board"] == board and e["status"] == "ok"}
+
+
+def _end_last_line(path: Path) -> None:
+    """A file cut off mid-line (a killed writer, a hand edit) gets its newline, so the
+    next record starts a line of its own instead of joining the broken one."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            last = f.read(1)
+    except OSError:          # no file yet, or empty
+        return
+    if last != b"\n":
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n")
 
 
 def _valid(entry: object) -> bool:
