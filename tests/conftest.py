@@ -51,3 +51,24 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_snapshots(request) -> bool:
     return bool(request.config.getoption("--update-snapshots"))
+
+
+def run_sanitized_c(tmp_path: Path, main_source: str, kernels: list[str]) -> str:
+    """Build `main_source` with the named crt/kernels sources (-Werror, ASan + UBSan,
+    aborting on the first report), run it, and return its stdout; fails the test on a
+    build error, a sanitizer report or a non-zero exit."""
+    import subprocess
+
+    from kiln.compiler.paths import crt_dir
+
+    require_tool("cc")
+    kdir = crt_dir() / "kernels"
+    src, exe = tmp_path / "main.c", tmp_path / "checks"
+    src.write_text(main_source)
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                    "-I", str(kdir), "-o", str(exe), str(src),
+                    *(str(kdir / k) for k in kernels), "-lm"], check=True)
+    proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import kiln.compiler as kc
-from conftest import MLPERF_INT8, model_path, require_tool
+from conftest import MLPERF_INT8, model_path, require_tool, run_sanitized_c
 from kiln.compiler.codegen.lowering import Target
 from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, conv2d_variant,
                                             dwconv2d_variant, fully_connected_variant,
@@ -561,18 +561,8 @@ int main(void)
 
 
 def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
-    require_tool("cc")
-    kernels = crt_dir() / "kernels"
-    (tmp_path / "main.c").write_text(_C_MAIN)
-    exe = tmp_path / "check"
-    subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
-                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                    "-I", str(kernels), "-o", str(exe), str(tmp_path / "main.c"),
-                    *(str(kernels / f) for f in ("conv2d_gemm.c", "dwconv_3x3.c",
-                                                 "dwconv_channels.c",
-                                                 "fully_connected_rows.c"))], check=True)
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True,
-                         timeout=120).stdout
+    out = run_sanitized_c(tmp_path, _C_MAIN, ["conv2d_gemm.c", "dwconv_3x3.c",
+                                              "dwconv_channels.c", "fully_connected_rows.c"])
     assert "mismatches 0 refused 21 accepted 8" in out, out
     sizes = [int(v) for v in out.split("sizes ")[1].split("\n")[0].split()]
     shapes = [LayerShape(input=(1, 9, 9, 16), filter=(32, 3, 3, 16), output=(1, 9, 9, 32)),

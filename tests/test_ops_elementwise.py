@@ -21,6 +21,7 @@ from kiln.compiler.codegen.ops.elementwise import (ADD_LUT_MIN_ELEMENTS, add_inp
                                                    add_variant, collapse_broadcast)
 from kiln.compiler.numerics import activation_range, quantize_multiplier, requantize
 from kiln.compiler.paths import crt_dir
+from conftest import run_sanitized_c
 from reference import assert_equal_exact, run_reference
 from tflite_builder import OpSpec, TensorSpec, build_model, rand_int8, single_op_model
 
@@ -298,13 +299,4 @@ int main(void)
 
 
 def test_kernels_validate_arguments_under_sanitizers(tmp_path):
-    src = tmp_path / "main.c"
-    src.write_text(_ARG_CHECKS)
-    exe = tmp_path / "args"
-    kdir = crt_dir() / "kernels"
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
-                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", str(kdir),
-                    "-o", str(exe), str(src), *[str(kdir / k) for k in KERNELS], "-lm"],
-                   check=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stdout + proc.stderr
+    assert run_sanitized_c(tmp_path, _ARG_CHECKS, KERNELS).strip() == "0"

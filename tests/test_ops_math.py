@@ -9,14 +9,12 @@ kernel in TFLM and stay unsupported (test_ops_without_int8_tflm_kernel_are_rejec
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
 import kiln.compiler as kc
 from kiln.compiler.codegen.ops import math_ops
-from kiln.compiler.paths import crt_dir
+from conftest import run_sanitized_c
 from reference import assert_equal_exact, run_reference
 from tflite_builder import OpSpec, TensorSpec, build_model, const, rand_int8, single_op_model
 
@@ -297,13 +295,4 @@ int main(void)
 
 
 def test_kernels_validate_arguments_under_sanitizers(tmp_path):
-    src = tmp_path / "main.c"
-    src.write_text(_ARG_CHECKS)
-    exe = tmp_path / "args"
-    kdir = crt_dir() / "kernels"
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
-                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-I", str(kdir),
-                    "-o", str(exe), str(src), str(kdir / "math_ops.c"),
-                    str(kdir / "broadcast.c")], check=True)
-    proc = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert proc.returncode == 0 and proc.stdout.strip() == "0", proc.stdout + proc.stderr
+    assert run_sanitized_c(tmp_path, _ARG_CHECKS, ["math_ops.c", "broadcast.c"]).strip() == "0"
