@@ -165,6 +165,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "ops": [{"index": i, "tflite_index": e.op.index, "type": e.op.type,
                  "inputs": list(e.op.inputs), "outputs": list(e.op.outputs),
                  "macs": e.code.macs, "kernel": e.code.kernel,
+                 **({"called": e.code.called} if e.code.called else {}),
                  **({"knobs": e.code.knobs} if e.code.knobs else {}),
                  **({"workload": workload_keys[i], "tuned": i in tuned}
                     if i in workload_keys else {}),

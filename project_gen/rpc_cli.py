@@ -59,11 +59,15 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 # -- the cached project ----------------------------------------------------------------
 
 def _sources_digest() -> str:
-    """Digest of kiln's C runtime and templates: a cached project is stale when they change."""
+    """Digest of kiln's C runtime, templates and Python code generator: a cached project is
+    stale when any of them changes (a development install keeps its version string)."""
+    import kiln.compiler
+
     h = hashlib.sha256(kiln_version().encode())
-    for root in (crt_dir(), templates_dir()):
+    python_roots = (Path(kiln.compiler.__file__).parent, Path(__file__).parent)
+    for root in (crt_dir(), templates_dir(), *python_roots):
         for f in sorted(root.rglob("*")):
-            if f.is_file() and f.suffix in (".c", ".h", ".j2", ".ld", ".S"):
+            if f.is_file() and f.suffix in (".c", ".h", ".j2", ".ld", ".S", ".py"):
                 h.update(str(f.relative_to(root)).encode())
                 h.update(f.read_bytes())
     return h.hexdigest()[:12]
@@ -155,7 +159,7 @@ def profile_rows(project: Project, prof: Profile, port: str | None) -> list[Laye
         cycles = _cycles(project, layer.ticks, prof.tick_hz, port)
         macs = int(op.get("macs", 0))
         out_ids = op.get("outputs") or []
-        rows.append(LayerRow(layer.index, op.get("type", layer.name), op.get("kernel", ""),
+        rows.append(LayerRow(layer.index, op.get("type", layer.name), op.get("called", op.get("kernel", "")),
                              list(shapes.get(out_ids[0], [])) if out_ids else [], macs, cycles,
                              layer.ticks, 100.0 * layer.ticks / total,
                              macs / cycles if cycles else 0.0))

@@ -23,7 +23,7 @@ from test_ops_conv import Case, _build, _sanitizer_main, conv_case, dwconv_case
 
 import kiln.compiler as kc
 from kiln.compiler.codegen import apply_overlaps, arena_buffers, emit_sources, lower
-from kiln.compiler.codegen.ops.inplace import band_rows, overlap_modes
+from kiln.compiler.codegen.ops.inplace import BANDED_KERNELS, band_rows, overlap_modes
 from kiln.compiler.compile import KILN_VERSION, target_for
 from kiln.compiler.host_build import build_executable
 from kiln.compiler.memory_plan import ALIGN, Buffer, Overlap, Plan, check, lower_bound, plan
@@ -351,6 +351,10 @@ def test_models_below_the_bound_and_identical_to_tflm(name):
         overwritten = (any(o["input"] in names for o in r["overlaps"])
                        or _input_bytes_reused(art))
         assert f"#define KILN_INPUTS_OVERWRITTEN {int(overwritten)}" in art.files["model.h"]
+        for o in r["ops"]:          # a banded layer reports the twin it calls (kiln profile)
+            if "called" in o:
+                assert o["called"] == BANDED_KERNELS[o["kernel"]]
+                assert f"return {o['called']}(" in art.files["model.c"]
         for got, w, p in zip(art.run(*xs), want, plain):
             assert_equal_exact(got, w, f"{name} {opt} vs TFLM")
             assert_equal_exact(got, p, f"{name} {opt} vs the no-overlap build")

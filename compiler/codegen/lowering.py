@@ -33,13 +33,15 @@ class ConstArray:
 
 @dataclass
 class LayerCode:
-    kernel: str                    # the kernel function called (the "variant" in kiln.json)
+    kernel: str                    # the kernel variant (kiln.json "kernel", tuning)
     body: str                      # C statements; the last one returns a kiln_status_t
     scratch_bytes: int = 0
     macs: int = 0
     summary: str = ""              # one line for the layer comment: stride, padding, ...
     knobs: dict = field(default_factory=dict)   # the variant's knobs (kiln.json, tuning)
     shape: Any = None              # a tunable layer's LayerShape (ops/conv.py): its workload
+    called: str = ""               # the function the body calls, when not `kernel` (its
+                                   # banded in-place twin: ops/inplace.py)
 
 
 @dataclass

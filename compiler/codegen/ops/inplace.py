@@ -205,4 +205,4 @@ def banded_code(code: LayerCode, mode: OverlapMode, reverse: bool) -> LayerCode:
     summary = (f"{code.summary}; writes over its input: {kernel}, {mode.rows}-{unit} bands "
                f"{order}{', each copied to scratch first' if mode.copy else ''}")
     # `kernel` stays the variant (kiln.json, tuning); the body calls its banded twin.
-    return replace(code, body=body, scratch_bytes=scratch, summary=summary)
+    return replace(code, body=body, scratch_bytes=scratch, summary=summary, called=kernel)
