@@ -13,12 +13,12 @@ from .errors import (BoardError, BuildError, DeviceError, InputError, KilnError,
                      TransportError)
 from .frontend import load
 
+# The subpackage is imported here, before `quantize` names its function: importing it
+# later (kiln.compiler.quantize.cli, ...) would otherwise rebind `kiln.compiler.quantize`
+# to the module and the function would stop being callable.
+from . import quantize as _quantize_package  # noqa: E402
 
-def quantize(graph, calibration, **options):
-    """Float or hybrid graph → int8 graph, calibrated on `calibration` (see kiln.compiler.quantize)."""
-    from .quantize import quantize as _quantize
-
-    return _quantize(graph, calibration, **options)
+quantize = _quantize_package.quantize
 
 
 __all__ = ["load", "quantize", "compile", "Artifact", "KilnError", "ModelError", "InputError",

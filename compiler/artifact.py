@@ -63,7 +63,7 @@ class Artifact:
                                 f"another directory")
             if kind != "compile" and not force:
                 raise KilnError(f"{out} is not empty and holds no earlier kiln output; "
-                                "choose another directory or pass --force")
+                                "choose another directory or pass --force (force=True in Python)")
         out.mkdir(parents=True, exist_ok=True)
         for name, text in self.files.items():
             (out / name).write_text(text)

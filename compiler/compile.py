@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 
 from .artifact import Artifact
@@ -10,7 +11,7 @@ from .codegen import generate, weights_bytes
 from .codegen.fit import fit_weights
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
-from .errors import BoardError
+from .errors import BoardError, InputError
 from .ir import Graph
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
@@ -20,6 +21,27 @@ from .tune.workloads import knobs_id, layer_shapes, workload_key
 
 KILN_VERSION = "0.1.0"
 DEFAULT_OPTIMIZE = "balanced"
+
+
+def board_name(board) -> str:
+    """A board given by name or as a kiln.project_gen Board object: its name."""
+    name = getattr(board, "name", board)
+    if not isinstance(name, str):
+        raise BoardError(f"board must be a board name such as 'mps2-an386' (see `kiln boards`), "
+                         f"not {type(board).__name__}")
+    return name
+
+
+def as_graph(graph) -> Graph:
+    """compile()'s and tune()'s `graph`: a Graph from load(), or a .tflite path."""
+    if isinstance(graph, Graph):
+        return graph
+    if isinstance(graph, (str, os.PathLike)):
+        from .frontend import load
+
+        return load(graph)
+    raise InputError(f"expected a Graph from kiln.compiler.load() or a .tflite path, "
+                     f"not {type(graph).__name__}")
 
 
 def check_board(board: str) -> None:
@@ -114,10 +136,12 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     (kiln.compiler.codegen.fit; report["flash_fit"] lists the moves).
     `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
     "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
-    the input it reads last wherever that lowers the peak, "memory" wherever it can."""
+    the input it reads last wherever that lowers the peak, "memory" wherever it can.
+    `graph` may also be a .tflite path, `board` a kiln.project_gen Board."""
+    board = board_name(board)
     check_board(board)
     records = as_records(tuning_records)
-    g = optimize_graph(graph)
+    g = optimize_graph(as_graph(graph))
     target = target_for(board)
     tuned = tuned_knobs(g, target, records) if records is not None else {}
     layer_knobs = dict(tuned)

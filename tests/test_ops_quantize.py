@@ -69,6 +69,25 @@ def test_quantize_float_to_int8_and_int16():
                                                        "kiln_quantize_f32_s16"}
 
 
+def test_whole_number_scales_are_valid_c(tmp_path):
+    """A scale of exactly 1 (an input calibrated on [0, 255]) was written "1f", which C
+    rejects: in QUANTIZE's params and in model.h's KILN_OUTPUT_0_SCALE."""
+    from kiln.compiler.codegen.lowering import c_float
+
+    assert [c_float(v) for v in (1.0, 2.0, 0.5, 1e-5, 3e38)] == \
+        ["1.0f", "2.0f", "0.5f", "9.99999975e-06f", "3.00000001e+38f"]
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 255, (1, 4)).astype(np.float32)
+    art = run_unary_cases([("QUANTIZE", TensorSpec((1, 4), "float32"),
+                            TensorSpec((1, 4), "int8", scale=1.0, zero_point=-128))], [x])
+    assert "{1.0f, -128}" in art.files["model.c"]
+    uses = tmp_path / "uses_scale.c"
+    uses.write_text('#include "model.h"\nfloat scale(void) { return KILN_OUTPUT_0_SCALE; }\n')
+    art.save(tmp_path / "m")
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", str(uses),
+                    "-I", str(tmp_path / "m"), "-o", str(tmp_path / "u.o")], check=True)
+
+
 def test_requantize_int8_all_inputs():
     rng = np.random.default_rng(42)
     cases = []

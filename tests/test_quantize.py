@@ -391,6 +391,14 @@ def test_bad_calibration_arrays(digits_graph, bad, message, tmp_path):
     assert message in one_line(e) and "bad.npy" in str(e.value)
 
 
+def test_calibration_data_that_overflows_inside_the_model_is_named(digits_graph):
+    """3e38 is a finite float32, but the first convolution's sums are not: a NaN range
+    used to reach the zero-point rounding (a traceback)."""
+    with pytest.raises(InputError) as e:
+        quantize(digits_graph, np.full((4, 8, 8, 1), 3e38, np.float32))
+    assert "computes non-finite values in tensor" in one_line(e)
+
+
 def test_bad_calibration_files(digits_graph, tmp_path):
     cases = {"missing": (tmp_path / "nope.npy", "does not exist"),
              "empty dir": (tmp_path / "empty", "no .npy files"),

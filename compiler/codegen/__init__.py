@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import InputError, ModelError
 from ..ir import Graph
 from ..memory_plan import Buffer, Overlap, Plan, lower_bound, plan as plan_memory
 from . import ops  # noqa: F401  (registers the lowerings)
@@ -164,7 +164,7 @@ def choose_overlaps(graph: Graph, layers: list[EmittedLayer], optimize: str = "s
     their step fits without them, and the remaining ones replaced by a cheaper mode
     (fewer bands, no copy) where that does not grow the arena."""
     if optimize not in OPTIMIZE:
-        raise ModelError(f"optimize must be one of {', '.join(OPTIMIZE)} (got {optimize!r})")
+        raise InputError(f"optimize must be one of {', '.join(OPTIMIZE)} (got {optimize!r})")
     candidates = _overlap_candidates(graph, layers) if optimize != "speed" else {}
     best, choice = _plan_with(graph, layers, {}), {}
     if not candidates:

@@ -23,6 +23,15 @@ from ..ir import C_TYPES, Graph, Op, Tensor
 from ..numerics import activation_range, quantize_multiplier
 
 
+def c_float(value: float) -> str:
+    """A finite float32 value as a C float literal that reads back exactly: 9 significant
+    digits, and always a '.' or an exponent (a scale of exactly 1 is "1.0f"; "1f" is not C)."""
+    text = f"{float(np.float32(value)):.9g}"
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return text + "f"
+
+
 @dataclass
 class ConstArray:
     name: str

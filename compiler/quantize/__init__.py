@@ -11,9 +11,11 @@ the result as a .tflite; `cli` holds `kiln quantize` and `kiln compile --calibra
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 
 from ..errors import InputError
+from ..frontend import load
 from ..ir import Graph
 from .calibrate import METHODS, Calibration, collect
 from .data import calibration_arrays, load_calibration
@@ -60,8 +62,8 @@ def quantize(graph: Graph, calibration, **options) -> Graph:
 
     `calibration`: an (N, *input_shape) array, one such array per model input, an iterable
     of samples, or a path (.npy or directory of .npy); see `kiln.compiler.quantize.data`.
-    Options: the fields of QuantizeOptions. A graph that computes in int8 already is
-    returned unchanged. Raises InputError (calibration data, options) or ModelError.
+    `graph` may also be a .tflite path. Options: the fields of QuantizeOptions. A graph
+    that computes in int8 already is returned unchanged. Raises InputError (calibration data, options) or ModelError.
     """
     graph, _ = quantize_with_report(graph, calibration, **options)
     return graph
@@ -74,6 +76,11 @@ def quantize_with_report(graph: Graph, calibration, **options) -> tuple[Graph, Q
         raise InputError(f"unknown quantize option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     opts = QuantizeOptions(**options)
     opts.check()
+    if isinstance(graph, (str, os.PathLike)):
+        graph = load(graph)
+    if not isinstance(graph, Graph):
+        raise InputError(f"expected a Graph from kiln.compiler.load() or a .tflite path, "
+                         f"not {type(graph).__name__}")
     if not is_float_graph(graph):
         return graph, None
     g = prepare(graph)

@@ -62,6 +62,11 @@ def collect(model: FloatModel, inputs: list[np.ndarray], *, histograms: bool,
     mean_depths = mean_depths or {}
 
     def first_pass(tid: int, value: np.ndarray) -> None:
+        if not np.all(np.isfinite(value)):    # finite inputs can still overflow float32
+            raise InputError(
+                f"the float model computes non-finite values in tensor "
+                f"{model.graph.tensor(tid).name!r} on this calibration data (values beyond "
+                f"float32's range): calibrate with data in the range the model expects")
         s = stats.setdefault(tid, TensorStats())
         s.min = min(s.min, float(value.min()))
         s.max = max(s.max, float(value.max()))
@@ -71,8 +76,9 @@ def collect(model: FloatModel, inputs: list[np.ndarray], *, histograms: bool,
             s._sums[k] = s._sums.get(k, 0) + rows.sum(axis=0, dtype=np.float64)
             s._rows[k] = s._rows.get(k, 0) + rows.shape[0]
 
-    for xs in iter_batches(inputs, batch):
-        model.run(xs, observe=first_pass)
+    with np.errstate(over="ignore", invalid="ignore"):    # first_pass names an overflow
+        for xs in iter_batches(inputs, batch):
+            model.run(xs, observe=first_pass)
     for s in stats.values():
         s.means = {k: (s._sums[k] / s._rows[k]).astype(np.float32) for k in s._sums}
 

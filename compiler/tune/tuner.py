@@ -4,6 +4,7 @@ kiln.compiler.tune)."""
 from __future__ import annotations
 
 import datetime
+import os
 import queue
 import threading
 import time
@@ -11,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..compile import KILN_VERSION, check_board, target_for
+from ..compile import KILN_VERSION, as_graph, board_name, check_board, target_for
 from ..errors import FitError, InputError
 from ..ir import Graph
 from ..passes import optimize as optimize_graph
@@ -129,9 +130,23 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
          progress: Callable[[TuneProgress], None] | None = None,
          model_name: str | None = None) -> TuneSummary:
     """Measure the candidates of every tunable layer of `graph` on `board` that `records`
-    does not hold yet, appending each result to `records`."""
+    does not hold yet, appending each result to `records`; returns what was measured and
+    the best knobs per workload.
+
+    graph: a Graph from load() or a .tflite path; board: a name or a Board; records: a
+    Records or a .jsonl path (created if missing). Raises InputError / BoardError for bad
+    arguments, BuildError / TransportError / DeviceError when a tuning build or the link
+    to the target fails."""
     from kiln.project_gen.boards import get_board
 
+    board = board_name(board)
+    if isinstance(records, (str, os.PathLike)):
+        records = Records.load(records, missing_ok=True)
+    if not isinstance(records, Records):
+        raise InputError(f"records must be a kiln.compiler.tune.Records or a .jsonl path, "
+                         f"not {type(records).__name__}")
+    if options is not None and not isinstance(options, TuneOptions):
+        raise InputError(f"options must be a TuneOptions, not {type(options).__name__}")
     options = options or TuneOptions()
     if options.trials < 1 or options.workers < 1 or options.measure.repeat < 1:
         raise InputError("trials, workers and repeat must be at least 1")
@@ -149,7 +164,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         free_ports.put(p)
     target = target_for(board)
     started = time.monotonic()
-    g = optimize_graph(graph)
+    g = optimize_graph(as_graph(graph))
     workloads = extract_workloads(g, target)
     unit = _unit(board, ports[0] if ports else None)
     session = f"{model_name or g.name}@{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"

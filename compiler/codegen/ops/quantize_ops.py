@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...numerics import quantize_multiplier, requantize
-from ..lowering import LayerCode, LowerCtx, fmt_quant, lowering, qparams
+from ..lowering import LayerCode, LowerCtx, c_float, fmt_quant, lowering, qparams
 from .activation import flat_dims, lut_layer
 
 _RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
@@ -51,8 +51,6 @@ def _check_quantize(ctx: LowerCtx) -> str | None:
     return None
 
 
-def _float_literal(v: float) -> str:
-    return f"{float(np.float32(v)):.9g}f"
 
 
 @lowering("QUANTIZE", check=_check_quantize)
@@ -61,7 +59,7 @@ def lower_quantize(ctx: LowerCtx) -> LayerCode:
     so, zo = qparams(y)
     if x.dtype == "float32":
         kernel = "kiln_quantize_f32_s8" if y.dtype == "int8" else "kiln_quantize_f32_s16"
-        body = [f"static const kiln_quantize_params_t params = {{{_float_literal(so)}, {zo}}};",
+        body = [f"static const kiln_quantize_params_t params = {{{c_float(so)}, {zo}}};",
                 f"static const kiln_dims_t input_dims = {flat_dims(x.shape)};",
                 f"static const kiln_dims_t output_dims = {flat_dims(y.shape)};",
                 f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
@@ -103,7 +101,7 @@ def lower_dequantize(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     si, zi = qparams(x)
     kernel = "kiln_dequantize_s8_f32" if x.dtype == "int8" else "kiln_dequantize_s16_f32"
-    body = [f"static const kiln_quantize_params_t params = {{{_float_literal(si)}, {zi}}};",
+    body = [f"static const kiln_quantize_params_t params = {{{c_float(si)}, {zi}}};",
             f"static const kiln_dims_t input_dims = {flat_dims(x.shape)};",
             f"static const kiln_dims_t output_dims = {flat_dims(y.shape)};",
             f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, {ctx.ptr(y)});"]
