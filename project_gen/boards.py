@@ -251,6 +251,7 @@ def board_names() -> list[str]:
 
 
 def list_boards() -> list[Board]:
+    """Every board kiln knows (boards/*.toml, and the host), in `kiln boards` order."""
     return list(_all_boards().values())
 
 

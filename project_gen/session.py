@@ -167,6 +167,7 @@ class Session:
         return self.connect()
 
     def echo(self, data: bytes) -> bytes:
+        """The device's copy of `data` (a link check; at most the payload size less one)."""
         return self.client.echo(data)
 
     # ---- chunked transfers ------------------------------------------------------------
@@ -313,6 +314,7 @@ class Session:
         return timing
 
     def layer_names(self) -> list[str]:
+        """The op type of every layer, as the firmware names them (asked once, cached)."""
         if self._layer_names is None:
             self._layer_names = [self.client.layer_name(i) for i in range(self.device.num_layers)]
         return self._layer_names
@@ -336,6 +338,8 @@ class Session:
     # ---- tuning -------------------------------------------------------------------------
 
     def kernel_info(self, variant_id: int) -> VariantInfo:
+        """Name and buffers of tuning variant `variant_id` (tuning builds only: else a
+        DeviceError with status UNSUPPORTED)."""
         return self.client.tune_info(variant_id)
 
     def run_kernel(self, variant_id: int, inputs: Sequence[bytes | np.ndarray]) -> list[bytes]:

@@ -41,6 +41,9 @@ class Records:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], missing_ok: bool = False) -> "Records":
+        """The records in the .jsonl file `path` (lines that are not records are counted in
+        `skipped_lines`); an empty Records bound to `path` if it is missing and
+        `missing_ok`, else InputError (also for a directory)."""
         path = Path(path)
         if not path.exists():
             if missing_ok:
