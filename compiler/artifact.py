@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KilnError
+from .inputs import TensorSpec, split_samples
 from .ir import DTYPES, Graph
 from .memory_plan import Plan
 
@@ -71,27 +72,23 @@ class Artifact:
 
     # --- host execution --------------------------------------------------------------
     def _check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        specs = self.report["inputs"]
+        """One sample, by the rules of every run path (kiln.compiler.inputs): the input's
+        shape or without its batch axis; float data quantized; wider ints that fit."""
+        specs = [TensorSpec.from_report(e) for e in self.report["inputs"]]
         if len(inputs) != len(specs):
             raise InputError(f"{self.graph.name} takes {len(specs)} input(s), got {len(inputs)}")
-        result = []
-        for i, (x, spec) in enumerate(zip(inputs, specs)):
-            x = np.asarray(x)
-            want = DTYPES[spec["dtype"]]
-            if x.dtype != want:
-                raise InputError(f"input {i} ({spec['name']}) must be {spec['dtype']}, got {x.dtype}")
-            if tuple(x.shape) != tuple(spec["shape"]):
-                if x.size == int(np.prod(spec["shape"])) and x.ndim == len(spec["shape"]) - 1 \
-                        and tuple(spec["shape"][1:]) == tuple(x.shape):
-                    x = x.reshape(spec["shape"])  # a missing batch axis of 1
-                else:
-                    raise InputError(f"input {i} ({spec['name']}) must have shape "
-                                     f"{list(spec['shape'])}, got {list(x.shape)}")
-            result.append(np.ascontiguousarray(x))
-        return result
+        samples = split_samples(list(inputs), specs)
+        if len(samples) != 1:
+            raise InputError(f"run() takes one sample, got {len(samples)} stacked: run them "
+                             f"one by one (or `kiln run --input`, which does)")
+        return samples[0]
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Run on the host (board "host"): build once (cached), call kiln_run."""
+        """Run one sample on the host: build the C once (cached under ~/.cache/kiln/host),
+        call kiln_run. Works for an artifact of any board (the C is the same; the kernels
+        take their plain-C forms). Returns one array per model output, in its kiln.json
+        dtype and shape; raises InputError for inputs that do not fit the model and
+        KilnError if a kernel rejects its arguments."""
         if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
             inputs = tuple(inputs[0])
         xs = self._check_inputs(inputs)

@@ -192,7 +192,7 @@ def cmd_run_host(args) -> int:
     N stacked samples print `sample s output i ...` as standalone firmware does,
     and --output then holds each output's samples concatenated on axis 0.
     """
-    from kiln.project_gen import inputs as model_inputs
+    from . import inputs as model_inputs
 
     from . import compile
 

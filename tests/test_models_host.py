@@ -48,10 +48,18 @@ def test_compile_is_deterministic(compiled):
 def test_wrong_input_shape_and_dtype_are_refused(compiled):
     name, _, art = compiled
     spec = art.report["inputs"][0]
-    with pytest.raises(InputError, match="must be int8"):
-        art.run(np.zeros(spec["shape"], dtype=np.float32))
-    with pytest.raises(InputError, match="must have shape"):
+    with pytest.raises(InputError, match="wants int8"):
+        art.run(np.zeros(spec["shape"], dtype=np.complex64))
+    with pytest.raises(InputError, match=r"has shape .*; got an array of shape"):
         art.run(np.zeros([s + 1 for s in spec["shape"]], dtype=np.int8))
+    with pytest.raises(InputError, match=r"run\(\) takes one sample, got 2 stacked"):
+        art.run(np.zeros([2, *spec["shape"][1:]], dtype=np.int8))
+    # float data is quantized with the input's scale and zero point, as on every path
+    scale, zp = spec["scale"], spec["zero_point"]
+    q = np.random.default_rng(1).integers(-128, 128, spec["shape"]).astype(np.int8)
+    real = ((q.astype(np.float32) - zp) * scale).astype(np.float32)
+    for got, want in zip(art.run(real), art.run(q)):
+        np.testing.assert_array_equal(got, want)
     with pytest.raises(InputError, match="takes 1 input"):
         art.run(np.zeros(spec["shape"], dtype=np.int8), np.zeros(spec["shape"], dtype=np.int8))
 
