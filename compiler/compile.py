@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import tomllib
 
 from .artifact import Artifact
@@ -11,7 +10,8 @@ from .codegen import generate, weights_bytes
 from .codegen.fit import fit_weights
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
-from .errors import BoardError, InputError
+from .errors import BoardError
+from .frontend import as_graph
 from .ir import Graph
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
@@ -30,18 +30,6 @@ def board_name(board) -> str:
         raise BoardError(f"board must be a board name such as 'mps2-an386' (see `kiln boards`), "
                          f"not {type(board).__name__}")
     return name
-
-
-def as_graph(graph) -> Graph:
-    """compile()'s and tune()'s `graph`: a Graph from load(), or a .tflite path."""
-    if isinstance(graph, Graph):
-        return graph
-    if isinstance(graph, (str, os.PathLike)):
-        from .frontend import load
-
-        return load(graph)
-    raise InputError(f"expected a Graph from kiln.compiler.load() or a .tflite path, "
-                     f"not {type(graph).__name__}")
 
 
 def check_board(board: str) -> None:

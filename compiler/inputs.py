@@ -1,5 +1,6 @@
-"""Model inputs from the user, for every way kiln runs a model: checked against the
-input's shape, quantized if float, split into samples (kiln.project_gen.inputs adds the C bytes of baked samples).
+"""Model inputs from the user, for every way kiln runs a model (Artifact.run, RPC,
+baked firmware): checked against the input's shape, quantized if float, split into
+samples.
 
 A model input is described by the kiln.json entry {name, shape, dtype, scale,
 zero_point}. The user gives one array per model input; each holds one sample (the

@@ -23,7 +23,7 @@ from kiln.compiler.errors import InputError
 
 from .boards import list_boards
 from .console import RunResult
-from .inputs import random_inputs
+from kiln.compiler.inputs import random_inputs
 from .project import MANIFEST, MODES, Project, create_project
 from .qemu import ICOUNT_SHIFT, ticks_to_instructions
 from .sizes import SizeReport

@@ -12,7 +12,7 @@ import numpy as np
 
 from kiln.compiler.errors import DeviceError
 
-from .inputs import TensorSpec
+from kiln.compiler.inputs import TensorSpec
 
 
 @dataclass

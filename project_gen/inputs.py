@@ -1,12 +1,9 @@
-"""Model inputs for firmware projects: the user's arrays checked and split into samples
-by kiln.compiler.inputs (one rule for every way kiln runs a model), and as C bytes."""
+"""Baked sample inputs as C bytes (the samples themselves are checked and split by
+kiln.compiler.inputs, one rule for every way kiln runs a model)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from kiln.compiler.inputs import (DEFAULT_SEED, TensorSpec, random_inputs,  # noqa: F401
-                                  split_samples)
 
 
 def c_bytes(array: np.ndarray, per_line: int = 16) -> str:

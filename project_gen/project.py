@@ -27,7 +27,7 @@ from kiln.compiler.paths import crt_dir
 from . import render
 from .boards import Board, get_board
 from .console import RunResult, to_result
-from .inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
+from kiln.compiler.inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
 from .qemu import ICOUNT_SHIFT, run_elf, ticks_to_instructions
 from .render import model_name
 from .sizes import SizeReport, check_fits, linker_overflows, overflow_error, size_report

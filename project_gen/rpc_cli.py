@@ -216,7 +216,7 @@ def run_rpc(project: Project, inputs: list[np.ndarray] | None, args: argparse.Na
             ) -> tuple[list[list[np.ndarray]], list[int], int]:
     """Upload, run, download each sample of `inputs` (stacked on axis 0, as for every
     board): (outputs per sample, ticks per sample, tick_hz)."""
-    from .inputs import random_inputs, split_samples
+    from kiln.compiler.inputs import random_inputs, split_samples
 
     xs = inputs if inputs is not None else random_inputs(project.input_specs)
     samples = split_samples(xs, project.input_specs)

@@ -25,7 +25,7 @@ import numpy as np
 
 from kiln.compiler.errors import DeviceError, InputError
 
-from .inputs import TensorSpec, split_samples
+from kiln.compiler.inputs import TensorSpec, split_samples
 from .rpc_client import (
     DeviceInfo, NoisyLinkError, RpcClient, RpcOptions, RpcStatusError, Timing, VariantInfo,
 )

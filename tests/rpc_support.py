@@ -177,7 +177,7 @@ def expected_outputs(x0: np.ndarray, x1: np.ndarray) -> list[np.ndarray]:
 
 
 def fixture_specs(in0_bytes: int = 3000):
-    from kiln.project_gen.inputs import TensorSpec
+    from kiln.compiler.inputs import TensorSpec
 
     i8, i32 = np.dtype("int8"), np.dtype("int32")
     inputs = [TensorSpec("in0", (in0_bytes,), i8, None, None), TensorSpec("in1", (8,), i8, None, None)]

@@ -30,7 +30,6 @@ from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, conv2d_varia
                                             pack_fc_filter, requant_fast)
 from kiln.compiler.errors import ModelError
 from kiln.compiler.numerics import requantize
-from kiln.compiler.paths import crt_dir
 from kiln.compiler.tune import Records, workload_key
 from kiln.compiler.tune.workloads import layer_shapes
 from reference import assert_equal_exact, run_reference

@@ -8,7 +8,8 @@ import pytest
 from kiln.compiler.errors import BoardError, DeviceError, InputError
 from kiln.project_gen.boards import get_board
 from kiln.project_gen.console import to_result
-from kiln.project_gen.inputs import TensorSpec, c_bytes, random_inputs, split_samples
+from kiln.compiler.inputs import TensorSpec, random_inputs, split_samples
+from kiln.project_gen.inputs import c_bytes
 from kiln.project_gen.qemu import qemu_args, ticks_to_instructions
 from kiln.project_gen.sizes import check_fits, linker_overflows, overflow_error
 

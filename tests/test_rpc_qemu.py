@@ -106,7 +106,7 @@ def test_mlperf_over_rpc_bit_exact(tmp_path, model):
     require_tool("qemu-system-arm")
     from reference import run_reference
 
-    from kiln.project_gen.inputs import random_inputs
+    from kiln.compiler.inputs import random_inputs
     from kiln.project_gen.project import create_project
 
     path = model_path(model)

@@ -337,7 +337,7 @@ def test_mlperf_over_rpc_on_host_board(tmp_path, model):
     from conftest import model_path
     from reference import run_reference
 
-    from kiln.project_gen.inputs import random_inputs as specs_random
+    from kiln.compiler.inputs import random_inputs as specs_random
     from kiln.project_gen.project import create_project
 
     path = model_path(model)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import C_TYPES, Graph, Op, Tensor
+from ..ir import C_TYPES, Graph, Op
 from ..memory_plan import Plan
 from .lowering import ConstArray, LayerCode, c_float, fmt_quant
 

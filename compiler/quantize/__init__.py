@@ -10,12 +10,10 @@ the result as a .tflite; `cli` holds `kiln quantize` and `kiln compile --calibra
 """
 
 from __future__ import annotations
-
-import os
 from dataclasses import dataclass, field, fields
 
 from ..errors import InputError
-from ..frontend import load
+from ..frontend import as_graph
 from ..ir import Graph
 from .calibrate import METHODS, Calibration, collect
 from .data import calibration_arrays, load_calibration
@@ -76,11 +74,7 @@ def quantize_with_report(graph: Graph, calibration, **options) -> tuple[Graph, Q
         raise InputError(f"unknown quantize option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     opts = QuantizeOptions(**options)
     opts.check()
-    if isinstance(graph, (str, os.PathLike)):
-        graph = load(graph)
-    if not isinstance(graph, Graph):
-        raise InputError(f"expected a Graph from kiln.compiler.load() or a .tflite path, "
-                         f"not {type(graph).__name__}")
+    graph = as_graph(graph)
     if not is_float_graph(graph):
         return graph, None
     g = prepare(graph)

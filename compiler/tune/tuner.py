@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..compile import KILN_VERSION, as_graph, board_name, check_board, target_for
+from ..compile import KILN_VERSION, board_name, check_board, target_for
+from ..frontend import as_graph
 from ..errors import FitError, InputError
 from ..ir import Graph
 from ..passes import optimize as optimize_graph
@@ -20,7 +21,7 @@ from .measure import (Batch, Measurement, MeasureOptions, make_batch, measure_ba
                       summary, toolchain_version)
 from .records import Records
 from .search import Search
-from .workloads import Workload, extract_workloads, knobs_id, workload_key
+from .workloads import Workload, extract_workloads, knobs_id
 
 # Room kept free for what a tuning build holds besides weights and arena: code (runtime,
 # RPC server, every kernel variant: 36-52 KB for the MLPerf models on Cortex-M4) and RAM
