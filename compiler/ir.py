@@ -7,6 +7,7 @@ options are a dict of already-decoded values (enum values as their TFLite names)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,8 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        # Python ints: a numpy product would wrap in int64 on a hostile shape.
+        return math.prod(int(d) for d in self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -73,8 +75,16 @@ class Tensor:
 
     @property
     def c_name(self) -> str:
-        """A C identifier from the tensor's id and TFLite name: t12_conv_out."""
-        tail = "".join(ch if ch.isalnum() else "_" for ch in self.name.split("/")[-1].split(";")[0])
+        """A C identifier from the tensor's id and TFLite name: t12_conv_out.
+
+        Always a valid identifier, whatever the name holds: `t`, the id, then at most 32
+        of [a-z0-9_] (ASCII only: str.isalnum() alone accepts letters and digits such as
+        é or ² that are no C identifier characters). Unique per tensor, since the id is
+        the digits between `t` and the first `_`; and no other name in generated C starts
+        with `t` and a digit (layer constants are l<N>_..., locals have fixed names).
+        """
+        tail = "".join(ch if ch.isascii() and ch.isalnum() else "_"
+                       for ch in self.name.split("/")[-1].split(";")[0])
         tail = "_".join(p for p in tail.lower().split("_") if p)[:32]
         return f"t{self.id}_{tail}" if tail else f"t{self.id}"
 

@@ -1,6 +1,11 @@
 """Write model.h, model.c, weights.h and weights.c from lowered layers and a memory plan.
 
 Output is a pure function of its inputs: same graph → byte-identical files.
+
+Text from the model (its name, tensor names, op types, the comments lowerings attach,
+which quote tensor names) reaches the C only through kiln.compiler.escape: c_comment in
+comments, c_string in string literals. Identifiers come from Tensor.c_name, which is
+always one. So no name a model holds can end a comment or a string, or add a line of C.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..escape import c_comment, c_string, printable
 from ..ir import C_TYPES, Graph, Op
 from ..memory_plan import Plan
 from .lowering import ConstArray, LayerCode, c_float, fmt_quant
@@ -21,10 +27,6 @@ class EmittedLayer:
     op: Op
     code: LayerCode
     pointers: dict[int, str]        # tensor id → local pointer name in the layer function
-
-
-def _c_string(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _format_values(values: np.ndarray, ctype: str) -> str:
@@ -56,7 +58,7 @@ def weights_c(consts: list[ConstArray], version: str) -> str:
     out = [f"/* weights.c - {_VERSION_LINE.format(version=version)} */", '#include "weights.h"', ""]
     for c in consts:
         if c.comment:
-            out.append(f"/* {c.comment} */")
+            out.append(f"/* {c_comment(c.comment)} */")
         values = c.values if c.values.size else np.zeros(1, dtype=c.values.dtype)
         out.append(f"KILN_WEIGHTS const {c.ctype} {c.name}[{values.size}] = {{")
         out.append("    " + _format_values(values, c.ctype))
@@ -70,7 +72,8 @@ def _io_macros(graph: Graph, plan_offsets: dict[int, int], prefix: str, ids: lis
     for i, tid in enumerate(ids):
         t = graph.tensor(tid)
         p = f"KILN_{prefix}_{i}"
-        lines.append(f"/* {prefix.lower()} {i}: {t.name} {list(t.shape)} {fmt_quant(t)} */")
+        lines.append(f"/* {prefix.lower()} {i}: {c_comment(t.name)} {list(t.shape)} "
+                     f"{fmt_quant(t)} */")
         lines.append(f"#define {p}_BYTES {t.nbytes}")
         lines.append(f"#define {p}_OFFSET {plan_offsets[graph.storage_root(tid)]}")
         if t.quant is not None and not t.quant.per_channel:
@@ -95,11 +98,13 @@ def _inputs_overwritten(graph: Graph, plan: Plan) -> bool:
 
 
 def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, version: str) -> str:
-    out = [f"/* model.h - entry points of the compiled model {graph.name}.",
+    out = [f"/* model.h - entry points of the compiled model {c_comment(graph.name)}.",
            f" * {_VERSION_LINE.format(version=version)} */",
            "#ifndef KILN_MODEL_H", "#define KILN_MODEL_H", "", "#include <stdint.h>", "",
-           f"#define KILN_MODEL_NAME {_c_string(graph.name)}",
-           f"#define KILN_MODEL_HASH {_c_string(graph.sha256[:16])}",
+           # printable: firmware prints the name on its record lines (KILN BEGIN), where
+           # a newline in it would start a forged record.
+           f"#define KILN_MODEL_NAME {c_string(printable(graph.name))}",
+           f"#define KILN_MODEL_HASH {c_string(graph.sha256[:16])}",
            f"#define KILN_ARENA_BYTES {max(plan.arena_bytes, 16)}",
            "#define KILN_ARENA_ALIGN 16",
            f"#define KILN_NUM_INPUTS {len(graph.inputs)}",
@@ -130,10 +135,11 @@ def _arena_table(graph: Graph, plan: Plan) -> list[str]:
     lines = [" * Arena plan, in bytes; steps are the layers during which a buffer is live:",
              " *    offset     size   steps    buffer"]
     for b in sorted(plan.buffers, key=lambda b: (b.offset, b.first, b.name)):
-        lines.append(f" *   {b.offset:7d}  {b.size:7d}   {b.first:>3}..{b.last:<3}  {b.name}")
+        lines.append(f" *   {b.offset:7d}  {b.size:7d}   {b.first:>3}..{b.last:<3}  "
+                     f"{c_comment(b.name)}")
     for o, delta in plan.shared():
-        lines.append(f" * Layer {o.layer} writes {o.output} over {o.input} (offset difference "
-                     f"{delta}; rule: {o.rule}).")
+        lines.append(f" * Layer {o.layer} writes {c_comment(o.output)} over {c_comment(o.input)} "
+                     f"(offset difference {delta}; rule: {c_comment(o.rule)}).")
     lines.append(f" * Arena total {plan.arena_bytes} bytes; layer-by-layer bound without overlaps "
                  f"{plan.bound_without_overlaps or plan.lower_bound} bytes.")
     return lines
@@ -141,7 +147,8 @@ def _arena_table(graph: Graph, plan: Plan) -> list[str]:
 
 def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
     op = e.op
-    lines = [f"/* Layer {layer}: {op.type} (TFLite op {op.index}), kernel {e.code.kernel}"]
+    lines = [f"/* Layer {layer}: {c_comment(op.type)} (TFLite op {op.index}), "
+             f"kernel {c_comment(e.code.kernel)}"]
     for role, ids in (("in ", op.inputs), ("out", op.outputs)):
         for tid in ids:
             if tid < 0:
@@ -150,7 +157,7 @@ def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
             where = "const" if t.is_const else "arena"
             lines.append(f" *   {role} {t.c_name} {list(t.shape)} {fmt_quant(t)} ({where})")
     if e.code.summary:
-        lines.append(f" *   {e.code.summary}")
+        lines.append(f" *   {c_comment(e.code.summary)}")
     if e.code.macs:
         lines.append(f" *   {e.code.macs} MACs")
     lines.append(" */")
@@ -159,7 +166,7 @@ def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
 
 def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[EmittedLayer],
             scratch_offsets: dict[int, int], version: str) -> str:
-    out = [f"/* model.c - {graph.name}, compiled ahead of time (no interpreter).",
+    out = [f"/* model.c - {c_comment(graph.name)}, compiled ahead of time (no interpreter).",
            f" * Source model sha256 {graph.sha256}.",
            f" * {_VERSION_LINE.format(version=version)}", " *"]
     out += _arena_table(graph, plan)
@@ -196,7 +203,7 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
     out.append("};")
     out.append("")
     out.append(f"const char *const kiln_layer_names[{size}] = {{")
-    out += [f"    {_c_string(e.op.type)}," for e in layers] or ['    "",']
+    out += [f"    {c_string(e.op.type)}," for e in layers] or ['    "",']
     out.append("};")
     out.append("")
     out += ["int kiln_run_layer(int32_t layer, uint8_t *arena)", "{",

@@ -37,7 +37,7 @@ class ConstArray:
     name: str
     values: np.ndarray
     ctype: str
-    comment: str = ""
+    comment: str = ""              # plain text, may quote tensor names: emit.py escapes it
 
 
 @dataclass
@@ -47,6 +47,7 @@ class LayerCode:
     scratch_bytes: int = 0
     macs: int = 0
     summary: str = ""              # one line for the layer comment: stride, padding, ...
+                                   # (plain text: emit.py escapes it with c_comment)
     knobs: dict = field(default_factory=dict)   # the variant's knobs (kiln.json, tuning)
     shape: Any = None              # a tunable layer's LayerShape (ops/conv.py): its workload
     called: str = ""               # the function the body calls, when not `kernel` (its
