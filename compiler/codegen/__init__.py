@@ -6,8 +6,8 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..ir import Graph
-from ..memory_plan import Buffer, Overlap, Plan, lower_bound, plan as plan_memory
-from . import ops  # noqa: F401  (registers the lowerings)
+from ..memory_plan import Buffer, Overlap, Plan, live_bytes, lower_bound, plan as plan_memory
+from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
 from .ops.inplace import OverlapMode, banded_code, overlap_modes
 from .emit import EmittedLayer, model_c, model_h, weights_c, weights_h
 from .lowering import LOWERINGS, LowerCtx, Target
@@ -19,7 +19,10 @@ def check_supported(graph: Graph) -> None:
     """Raise one ModelError naming every op kiln cannot compile, with the reason.
 
     Problems are grouped by op type and reason: "CONV_2D (ops 0, 2: float32 ...): why".
+    An op its lowering accepts must also prove that its kernel's int32 arithmetic
+    cannot overflow (bounds.py); a tensor too large for int32 indexing is refused first.
     """
+    bounds.check_tensors(graph)
     problems: dict[tuple[str, str], list[int]] = {}
     float_ops: list[str] = []
     for layer, op in enumerate(graph.ops):
@@ -35,10 +38,10 @@ def check_supported(graph: Graph) -> None:
         if reg is None:
             problems.setdefault((op.type, f"{signature}: op not supported"), []).append(op.index)
             continue
-        if reg.check is not None:
-            reason = reg.check(LowerCtx(graph=graph, op=op, layer=layer))
-            if reason:
-                problems.setdefault((op.type, f"{signature}: {reason}"), []).append(op.index)
+        ctx = LowerCtx(graph=graph, op=op, layer=layer)
+        reason = (reg.check(ctx) if reg.check is not None else None) or bounds.op_problem(ctx)
+        if reason:
+            problems.setdefault((op.type, f"{signature}: {reason}"), []).append(op.index)
     if float_ops and not problems:
         raise ModelError(
             f"{graph.name} computes in float ({', '.join(float_ops[:3])}"
@@ -182,8 +185,7 @@ def choose_overlaps(graph: Graph, layers: list[EmittedLayer], optimize: str = "s
     if p.arena_bytes < best.arena_bytes:
         best, choice = p, compact
     # Steps whose buffers (no overlaps) exceed the arena need an overlap to fit it.
-    live = {s: sum(-(-b.size // 8) * 8 for b in names.values() if b.first <= s <= b.last)
-            for s in candidates}
+    live = live_bytes(list(names.values()))     # aligned bytes alive per step
     crowded = sorted((s for s in candidates if live[s] > best.arena_bytes),
                      key=lambda s: -live[s])[:_SEARCH_LAYERS]
     for step in crowded:
@@ -257,6 +259,7 @@ def generate(graph: Graph, version: str, target: Target | None = None,
             raise ModelError(f"model output {graph.tensor(tid).name} is a constant; nothing to compute")
     layers, consts = lower(graph, target, layer_knobs)
     plan, choice = choose_overlaps(graph, layers, optimize)
+    bounds.check_plan(plan, consts)
     plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
     layers = apply_overlaps(graph, layers, plan, choice)
     return emit_sources(graph, layers, consts, plan, version), plan, layers, consts

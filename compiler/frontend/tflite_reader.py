@@ -7,6 +7,7 @@ hostile file raises ModelError, never another exception, a huge allocation or a 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import struct
 from pathlib import Path
@@ -14,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from ..errors import ModelError
+from ..errors import InputError, ModelError
+from ..fsutil import read_regular_file
 from ..ir import DTYPES, Graph, Op, Quant, Tensor
 
 # TFLite TensorType value → IR dtype name (types kiln can hold; others are reported).
@@ -32,12 +34,21 @@ _TYPE_NAMES = {v: k for k, v in vars(tflite.TensorType).items() if not k.startsw
 _OP_NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 _OPTION_CLASSES = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
 _ACTIVATIONS = {v: k for k, v in vars(tflite.ActivationFunctionType).items() if not k.startswith("_")}
+# Types whose zero point must lie in the type's range (int32: biases, int64: never).
+_ZERO_POINT_TYPES = ("int8", "uint8", "int16", "int32")
 _PADDINGS = {v: k for k, v in vars(tflite.Padding).items() if not k.startswith("_")}
 
-# Limits that keep a hostile file from asking for absurd memory.
+# Limits that keep a hostile file from asking for absurd memory, checked in Python's
+# unbounded ints (a numpy product wraps in int64). Under these, every tensor's dims,
+# axis strides and byte size fit the int32_t the kernels compute them in
+# (codegen/bounds.py proves the rest per op). No kiln kernel takes more than 8 dims.
 _MAX_DIM = 1 << 24
 _MAX_ELEMENTS = 1 << 28
+_MAX_RANK = 8
 _FILE_IDENTIFIER = b"TFL3"
+# The largest .tflite kiln reads: flatbuffers cap at 2 GiB, microcontroller models are
+# well under this; a bigger "model" is refused before a byte of it is read.
+MAX_MODEL_BYTES = 1 << 30
 
 
 def load(source: str | Path | bytes) -> Graph:
@@ -46,27 +57,22 @@ def load(source: str | Path | bytes) -> Graph:
         data, name = bytes(source), "model"
     else:
         path = Path(source)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise ModelError(f"cannot read {path}: {e.strerror or e}") from None
-        name = path.stem
+        try:   # a regular file of sane size: a FIFO, a device or /dev/zero is refused unread
+            data = read_regular_file(path, "model", MAX_MODEL_BYTES)
+        except InputError as e:
+            raise ModelError(str(e)) from None
+        # A file name that is not UTF-8 (bytes kept as surrogates) would make a model
+        # name no file can be written with: such bytes become U+FFFD.
+        name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return parse(data, name)
 
 
-def _check_activation_quant(quant: Quant, dtype: str, what: str) -> None:
+def _check_activation_quant(quant: Quant, what: str) -> None:
     """An activation's quantization must describe real values: a positive scale (the
-    kernels divide by it) and a zero point its integer type holds (TFLite's spec; kiln's
-    kernels check it at run time, so it is refused here, where the message can say why)."""
+    kernels divide by it). Its zero point is checked with every tensor's (_Reader._quant)."""
     if np.any(quant.scale <= 0):
         raise ModelError(f"{what} has a non-positive quantization scale "
                          f"{float(quant.scale.min())!r}")
-    if dtype in ("int8", "uint8", "int16") and dtype in DTYPES:
-        info = np.iinfo(DTYPES[dtype])
-        bad = quant.zero_point[(quant.zero_point < info.min) | (quant.zero_point > info.max)]
-        if bad.size:
-            raise ModelError(f"{what} has zero point {int(bad[0])}, outside {dtype}'s "
-                             f"[{info.min}, {info.max}]")
 
 
 def parse(data: bytes, name: str = "model") -> Graph:
@@ -155,13 +161,10 @@ class _Reader:
         if dtype is None:
             # Kept as an unsupported marker; ops using it are reported by the support check.
             dtype = "unsupported:" + _TYPE_NAMES.get(ttype, str(ttype)).lower()
+        self._count(t.ShapeLength(), f"tensor {index} rank")
         shape = tuple(int(d) for d in (t.ShapeAsNumpy() if t.ShapeLength() else []))
-        self._count(len(shape), f"tensor {index} rank")
-        if any(d < 0 or d > _MAX_DIM for d in shape) or int(np.prod(shape, dtype=np.int64)) > _MAX_ELEMENTS:
-            if t.ShapeSignatureLength() and any(d < 0 for d in shape):
-                raise ModelError(f"tensor {index} ({name}) has a dynamic shape {list(shape)}")
-            raise ModelError(f"tensor {index} ({name}) has an invalid shape {list(shape)}")
-        quant = self._quant(t.Quantization(), index)
+        self._check_shape(shape, index, name, dynamic=bool(t.ShapeSignatureLength()))
+        quant = self._quant(t.Quantization(), index, name, dtype, len(shape))
         data = None
         buf_index = t.Buffer()
         if not 0 <= buf_index < len(buffers):
@@ -172,17 +175,33 @@ class _Reader:
                 raise ModelError(f"tensor {index} ({name}) holds constant data of type "
                                  f"{dtype.split(':')[1]}, which kiln does not support")
             item = DTYPES[dtype].itemsize
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            count = math.prod(shape)
             if len(raw) != count * item:
                 raise ModelError(f"tensor {index} ({name}) has {len(raw)} bytes of data, "
                                  f"shape {list(shape)} needs {count * item}")
             data = np.frombuffer(raw, dtype=DTYPES[dtype]).reshape(shape).copy()
         if quant is not None and data is None:
-            _check_activation_quant(quant, dtype, f"tensor {index} ({name})")
+            _check_activation_quant(quant, f"tensor {index} ({name})")
         return Tensor(id=index, name=name or f"tensor_{index}", shape=shape, dtype=dtype,
                       quant=quant, data=data)
 
-    def _quant(self, q, index: int) -> Quant | None:
+    @staticmethod
+    def _check_shape(shape: tuple[int, ...], index: int, name: str, dynamic: bool) -> None:
+        """Dims in [0, 2^24], at most 8 of them, at most 2^28 elements (a 0 dim counted
+        as 1, so the strides of an empty tensor are bounded too)."""
+        what = f"tensor {index} ({name})"
+        if len(shape) > _MAX_RANK:
+            raise ModelError(f"{what} has rank {len(shape)} (kiln supports at most {_MAX_RANK})")
+        if any(d < 0 for d in shape):
+            kind = "a dynamic" if dynamic else "a negative dim in its"
+            raise ModelError(f"{what} has {kind} shape {list(shape)}")
+        if any(d > _MAX_DIM for d in shape):
+            raise ModelError(f"{what} has a dim above {_MAX_DIM:,} in its shape {list(shape)}")
+        if math.prod(max(d, 1) for d in shape) > _MAX_ELEMENTS:
+            raise ModelError(f"{what} has shape {list(shape)}: more than {_MAX_ELEMENTS:,} "
+                             "elements")
+
+    def _quant(self, q, index: int, name: str, dtype: str, rank: int) -> Quant | None:
         if q is None or q.ScaleLength() == 0:
             return None
         n = self._count(q.ScaleLength(), f"tensor {index} scale")
@@ -196,7 +215,19 @@ class _Reader:
                 raise ModelError(f"tensor {index}: {n} scales but {zp.size} zero points")
         if not np.all(np.isfinite(scale)):
             raise ModelError(f"tensor {index} has a non-finite quantization scale")
-        return Quant(scale=scale, zero_point=zp, axis=int(q.QuantizedDimension()))
+        # Zero points become C int32_t offsets (and are negated there): any tensor's must
+        # fit its integer type (constants' too: a weight zero point is a filter offset).
+        if dtype in _ZERO_POINT_TYPES:
+            info = np.iinfo(DTYPES[dtype])
+            bad = zp[(zp < info.min) | (zp > info.max)]
+            if bad.size:
+                raise ModelError(f"tensor {index} ({name}) has zero point {int(bad[0])}, outside "
+                                 f"{dtype}'s [{info.min}, {info.max}]")
+        axis = int(q.QuantizedDimension())
+        if n > 1 and not 0 <= axis < rank:
+            raise ModelError(f"tensor {index} ({name}) is quantized per channel along axis {axis}, "
+                             f"but has rank {rank}")
+        return Quant(scale=scale, zero_point=zp, axis=axis)
 
     @staticmethod
     def _opcode(code) -> tuple[str, int]:

@@ -42,7 +42,8 @@ kiln_status_t kiln_conv2d_s8(const kiln_context_t *ctx, const kiln_conv_params_t
     if (ctx == NULL || !kiln_conv_params_valid(params) || quant == NULL ||
         quant->multiplier == NULL || quant->shift == NULL || input == NULL ||
         filter == NULL || output == NULL ||
-        !conv2d_dims_valid(input_dims, filter_dims, output_dims)) {
+        !conv2d_dims_valid(input_dims, filter_dims, output_dims) ||
+        !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
     const int32_t patch_size = kiln_conv2d_s8_get_buffer_size(input_dims, filter_dims);
@@ -132,7 +133,8 @@ kiln_status_t kiln_conv2d_1x1_s8(const kiln_conv_params_t *params,
 {
     if (!kiln_conv_params_valid(params) || quant == NULL || quant->multiplier == NULL ||
         quant->shift == NULL || input == NULL || filter == NULL || output == NULL ||
-        !conv2d_dims_valid(input_dims, filter_dims, output_dims)) {
+        !conv2d_dims_valid(input_dims, filter_dims, output_dims) ||
+        !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
     if (filter_dims->h != 1 || filter_dims->w != 1 || filter_dims->c != input_dims->c ||

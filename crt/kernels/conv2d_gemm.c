@@ -568,7 +568,8 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
 {
     if (ctx == NULL || !kiln_conv_params_valid(params) || quant == NULL || input == NULL ||
         filter == NULL || bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
-        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims)) {
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
     if (input_dims->n != output_dims->n || filter_dims->n != output_dims->c ||

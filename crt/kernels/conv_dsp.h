@@ -240,6 +240,7 @@ static inline int kiln_dw_fast_args_valid(const kiln_context_t *ctx,
         params->depth_multiplier != 1 || quant == NULL || input == NULL || filter == NULL ||
         bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
         ((uintptr_t)filter & 3u) != 0) {
         return 0;
     }

@@ -26,6 +26,32 @@ static inline int kiln_conv_params_valid(const kiln_conv_params_t *p)
            p->activation.max <= 127;
 }
 
+/* The index arithmetic of a sliding window along one axis stays in int32: every
+ * value the kernels form (window origin out * stride - padding, tap index
+ * origin + k * dilation, the clipped tap range) is at most
+ * (out - 1) * stride + padding + (filter - 1) * dilation + dilation + in, here
+ * computed in int64 (each term < 2^62). The compiler refuses models beyond it
+ * (compiler/codegen/bounds.py), so this only guards direct callers. Dims >= 1. */
+static inline int kiln_window_fits(int32_t in, int32_t out, int32_t filter, int32_t stride,
+                                   int32_t dilation, int32_t padding)
+{
+    const int64_t reach = (int64_t)(out - 1) * stride + padding +
+                          (int64_t)(filter - 1) * dilation + dilation + in;
+    return reach <= INT32_MAX;
+}
+
+/* kiln_window_fits along both axes of a conv-family layer (valid dims and params). */
+static inline int kiln_conv_geometry_valid(const kiln_conv_params_t *p,
+                                           const kiln_dims_t *input_dims,
+                                           const kiln_dims_t *filter_dims,
+                                           const kiln_dims_t *output_dims)
+{
+    return kiln_window_fits(input_dims->h, output_dims->h, filter_dims->h, p->stride.h,
+                            p->dilation.h, p->padding.h) &&
+           kiln_window_fits(input_dims->w, output_dims->w, filter_dims->w, p->stride.w,
+                            p->dilation.w, p->padding.w);
+}
+
 /* acc -> requantize -> add the output zero point -> clamp -> int8. */
 static inline int8_t kiln_conv_output(int32_t acc, int32_t multiplier, int32_t shift,
                                       int32_t output_offset, int32_t act_min, int32_t act_max)

@@ -32,7 +32,8 @@ kiln_status_t kiln_dwconv2d_s8(const kiln_dwconv_params_t *params,
     if (params == NULL || !kiln_conv_params_valid(&params->conv) || params->depth_multiplier < 1 ||
         quant == NULL || quant->multiplier == NULL || quant->shift == NULL || input == NULL ||
         filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
-        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims)) {
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
     const int32_t mult = params->depth_multiplier;

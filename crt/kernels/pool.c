@@ -82,6 +82,14 @@ static kiln_status_t check_args(const kiln_pool_params_t *params,
         output_dims->h < 1 || output_dims->w < 1) {
         return KILN_ERR_ARG;
     }
+    /* The window origin out * stride - padding and the clip size - origin stay in
+     * int32 (the compiler's bound, codegen/bounds.py; this guards direct callers). */
+    if ((int64_t)(output_dims->h - 1) * params->stride.h + params->padding.h +
+            params->filter.h + input_dims->h > INT32_MAX ||
+        (int64_t)(output_dims->w - 1) * params->stride.w + params->padding.w +
+            params->filter.w + input_dims->w > INT32_MAX) {
+        return KILN_ERR_ARG;
+    }
     return KILN_OK;
 }
 

@@ -25,6 +25,14 @@ kiln_status_t kiln_transpose_conv_s8(const kiln_conv_params_t *params,
         !kiln_dims_valid(output_dims)) {
         return KILN_ERR_ARG;
     }
+    /* t = out + padding and the tap index k + stride stay in int32 (the compiler's
+     * bound, codegen/ops/conv.py _tconv_extremes; this guards direct callers). */
+    if ((int64_t)output_dims->h + params->padding.h > INT32_MAX ||
+        (int64_t)output_dims->w + params->padding.w > INT32_MAX ||
+        (int64_t)filter_dims->h + params->stride.h > INT32_MAX ||
+        (int64_t)filter_dims->w + params->stride.w > INT32_MAX) {
+        return KILN_ERR_ARG;
+    }
     if (params->dilation.h != 1 || params->dilation.w != 1 ||
         input_dims->n != output_dims->n || filter_dims->c != input_dims->c ||
         filter_dims->n != output_dims->c) {

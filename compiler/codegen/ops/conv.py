@@ -31,6 +31,7 @@ import numpy as np
 from ...ir import Tensor
 from ...numerics import quantize_multiplier, requantize
 from ...errors import ModelError
+from ..bounds import Extreme, extremes, window_extremes
 from ..lowering import (LayerCode, LowerCtx, Target, c_dims, fused_range, lowering,
                         per_channel_multipliers, qparams)
 
@@ -79,6 +80,17 @@ def _geometry(ctx: LowerCtx, in_hw: tuple[int, int], k_hw: tuple[int, int],
     name = o.get("padding", "VALID")
     pad = tuple(pad_before(name, in_hw[i], k_hw[i], stride[i], dilation[i]) for i in range(2))
     return ConvGeometry(stride, dilation, pad, name)  # type: ignore[arg-type]
+
+
+@extremes("CONV_2D", "DEPTHWISE_CONV_2D")
+def _window_extremes(ctx: LowerCtx) -> list[Extreme]:
+    """Index arithmetic of the sliding-window kernels (conv2d*.c, dwconv*.c,
+    conv_inplace.c) along both axes; the scratch and the tensors are bounded elsewhere."""
+    x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    return [e for i, axis in enumerate("hw")
+            for e in window_extremes(axis, x.shape[1 + i], y.shape[1 + i], w.shape[1 + i],
+                                     g.stride[i], g.dilation[i], g.padding[i])]
 
 
 # --- variants --------------------------------------------------------------------------
@@ -766,6 +778,19 @@ def _tconv_check(ctx: LowerCtx) -> str | None:
     taps = -(-w.shape[1] // sh) * -(-w.shape[2] // sw)
     worst_row = np.abs(w.data.astype(np.int64)).reshape(out_c, -1).max(axis=1) * x.shape[3] * taps
     return _check_accumulator(_bias_values(b, out_c), worst_row, "TRANSPOSE_CONV")
+
+
+@extremes("TRANSPOSE_CONV")
+def _tconv_extremes(ctx: LowerCtx) -> list[Extreme]:
+    """transpose_conv.c: t = out + padding, taps k stepping by the stride up to the
+    filter size, input index (t - k) / stride."""
+    x, w, b, y = _tconv_tensors(ctx)
+    g = _tconv_geometry(ctx, y, w)
+    return [e for i, axis in enumerate("hw") for e in (
+        (f"out_{axis} + padding_{axis}", y.shape[1 + i] + g.padding[i]),
+        (f"filter_{axis} + stride_{axis}", w.shape[1 + i] + g.stride[i]),
+        (f"(out_{axis} + padding_{axis}) / stride_{axis} + in_{axis}",
+         (y.shape[1 + i] + g.padding[i]) // g.stride[i] + x.shape[1 + i]))]
 
 
 @lowering("TRANSPOSE_CONV", check=_tconv_check)

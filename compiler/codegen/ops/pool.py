@@ -9,6 +9,7 @@ activation's clamp range.
 from __future__ import annotations
 
 from ...errors import ModelError
+from ..bounds import Extreme, extremes, window_extremes
 from ..lowering import LayerCode, LowerCtx, fused_range, lowering, qparams
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -64,17 +65,34 @@ def _check(ctx: LowerCtx) -> str | None:
     return None
 
 
+def _window(ctx: LowerCtx) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(filter, stride, padding before) as (h, w) pairs."""
+    x, y, o = ctx.input(0), ctx.output(0), ctx.op.options
+    fh, fw = int(o["filter_height"]), int(o["filter_width"])
+    sh, sw = int(o["stride_h"]), int(o["stride_w"])
+    if o["padding"] == "SAME":
+        pad = (pool_padding(x.shape[1], fh, sh, y.shape[1]),
+               pool_padding(x.shape[2], fw, sw, y.shape[2]))
+    else:
+        pad = (0, 0)
+    return (fh, fw), (sh, sw), pad
+
+
+@extremes("AVERAGE_POOL_2D", "MAX_POOL_2D")
+def _pool_extremes(ctx: LowerCtx) -> list[Extreme]:
+    """pool.c's window arithmetic along both axes (no dilation)."""
+    x, y = ctx.input(0), ctx.output(0)
+    f, s, pad = _window(ctx)
+    return [e for i, axis in enumerate("hw")
+            for e in window_extremes(axis, x.shape[1 + i], y.shape[1 + i], f[i], s[i], 1, pad[i])]
+
+
 def _lower(ctx: LowerCtx, kernel: str) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     o = ctx.op.options
-    fh, fw = int(o["filter_height"]), int(o["filter_width"])
-    sh, sw = int(o["stride_h"]), int(o["stride_w"])
+    (fh, fw), (sh, sw), (ph, pw) = _window(ctx)
     n, h, w, c = x.shape
     _, oh, ow, _ = y.shape
-    if o["padding"] == "SAME":
-        ph, pw = pool_padding(h, fh, sh, oh), pool_padding(w, fw, sw, ow)
-    else:
-        ph = pw = 0
     lo, hi = fused_range(ctx, y)
     if lo > hi:
         raise ModelError(f"{ctx.op.describe()}: empty activation range [{lo}, {hi}]")
