@@ -2,28 +2,45 @@
 
 Builds are cached by content hash under the user's cache directory, so running the
 same model again costs a dlopen. The kernels are built once per crt version into a
-static library and linked into each model's shared library.
+static library and linked into each model's shared library. Each cache entry is a
+folder built aside and renamed into place whole, under a lock (kiln.compiler.cache):
+concurrent runs share it, an interrupted run leaves none.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
+from .cache import cache_dir, cached_entry
 from .errors import BuildError
 from .paths import crt_dir
 
 HOST_CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1"]
+KERNEL_LIBRARY = "libkiln_kernels.a"
+MODEL_LIBRARY = "libkiln_model.so"
+# What a whole file of each kind starts with: an entry from a run that wrote it only in
+# part (an older kiln killed mid-write, a full disk) is rebuilt rather than linked.
+_MAGIC = {".a": b"!<arch>\n", ".so": b"\x7fELF"}
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kiln" / "host"
+    return cache_dir("host")
+
+
+def _whole(path: Path) -> bool:
+    """Whether `path` is a regular file that starts as its kind must."""
+    magic = _MAGIC[path.suffix]
+    try:
+        if not path.is_file() or path.stat().st_size <= len(magic):   # is_file: no FIFO
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
 
 
 def kernel_sources() -> list[Path]:
@@ -49,22 +66,22 @@ def _run(cmd: list[str], cwd: Path) -> None:
 def kernel_library(cc: str = "cc") -> Path:
     """The kernels as a static library, built once per version of crt/kernels (cached)."""
     key = _kernels_key(HOST_CFLAGS + [cc])
-    lib = cache_root() / f"crt-{key}" / "libkiln_kernels.a"
-    if lib.exists():
-        return lib
-    lib.parent.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=lib.parent.parent) as tmp:
-        work = Path(tmp)
+
+    def build(work: Path) -> None:
         objects = []
         for src in kernel_sources():
             obj = work / (src.stem + ".o")
             _run([cc, *HOST_CFLAGS, "-c", "-I", str(crt_dir() / "kernels"), "-o", str(obj),
                   str(src)], work)
             objects.append(str(obj))
-        _run(["ar", "rcs", str(work / lib.name), *objects], work)
-        lib.parent.mkdir(exist_ok=True)
-        os.replace(work / lib.name, lib)
-    return lib
+        _run(["ar", "rcs", str(work / KERNEL_LIBRARY), *objects], work)
+        for obj in objects:                 # the entry keeps the library only
+            Path(obj).unlink()
+
+    entry = cached_entry(cache_root() / f"crt-{key}",
+                         lambda d: _whole(d / KERNEL_LIBRARY), build,
+                         "the host kernel library")
+    return entry / KERNEL_LIBRARY
 
 
 def build_shared_library(files: dict[str, str], cc: str = "cc") -> Path:
@@ -73,22 +90,22 @@ def build_shared_library(files: dict[str, str], cc: str = "cc") -> Path:
     h = hashlib.sha256(kernels.parent.name.encode())
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    out_dir = cache_root() / h.hexdigest()[:24]
-    lib = out_dir / "libkiln_model.so"
-    if lib.exists():
-        return lib
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
-        work = Path(tmp)
+
+    def build(work: Path) -> None:
+        src_dir = work / "src"
+        src_dir.mkdir()
         for name, text in files.items():
-            (work / name).write_text(text)
-        sources = [str(work / n) for n in sorted(files) if n.endswith(".c")]
-        _run([cc, *HOST_CFLAGS, "-shared", "-Wl,-Bsymbolic", "-I", str(work),
-              "-I", str(crt_dir() / "kernels"), "-o", str(work / lib.name), *sources,
+            (src_dir / name).write_text(text)
+        sources = [str(src_dir / n) for n in sorted(files) if n.endswith(".c")]
+        _run([cc, *HOST_CFLAGS, "-shared", "-Wl,-Bsymbolic", "-I", str(src_dir),
+              "-I", str(crt_dir() / "kernels"), "-o", str(work / MODEL_LIBRARY), *sources,
               str(kernels), "-lm"], work)
-        out_dir.mkdir(exist_ok=True)
-        os.replace(work / lib.name, lib)
-    return lib
+        shutil.rmtree(src_dir)              # the entry keeps the library only
+
+    entry = cached_entry(cache_root() / h.hexdigest()[:24],
+                         lambda d: _whole(d / MODEL_LIBRARY), build,
+                         "the host build of this model")
+    return entry / MODEL_LIBRARY
 
 
 def build_executable(files: dict[str, str], main_c: str, out_dir: Path,

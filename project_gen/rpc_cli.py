@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,8 @@ import numpy as np
 
 from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from kiln.compiler.cli_args import positive_float, positive_int
-from kiln.compiler.errors import InputError
+from kiln.compiler.cache import cache_dir, cached_entry
+from kiln.compiler.errors import InputError, KilnError
 from kiln.compiler.compile import tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
@@ -74,15 +74,30 @@ def _sources_digest() -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kiln" / "projects"
+    return cache_dir("projects")
+
+
+def _complete_project(folder: Path) -> bool:
+    """Whether `folder` is a whole cached project: a host-driven kiln project with its
+    firmware built. Entries are renamed into place only once built, so anything else is
+    an older kiln's or a damaged one, to be rebuilt."""
+    try:
+        project = Project.open(folder)
+        elf = project.elf
+        return project.mode == "host-driven" and elf.is_file() and elf.stat().st_size > 0
+    except (KilnError, OSError, KeyError, TypeError, ValueError):
+        return False
 
 
 def host_driven_project(target: str | Path, board: str, cache: Path | None = None,
                         tuning_records: str | Path | None = None) -> Project:
     """A host-driven project for `target`: the project DIR itself, or for a model file a
     project cached under ~/.cache/kiln/projects keyed by model, board, kiln sources and
-    the tuning records' content."""
+    the tuning records' content.
+
+    A cached project is created and built in a staging folder and renamed into place
+    (kiln.compiler.cache): Ctrl-C or a crash leaves no entry, never a half-built one, and
+    concurrent runs wait for the one building it and share it."""
     target = Path(target)
     if target.is_dir():
         if tuning_records is not None:
@@ -105,10 +120,15 @@ def host_driven_project(target: str | Path, board: str, cache: Path | None = Non
         tuned = "-t" + hashlib.sha256(Path(tuning_records).read_bytes()).hexdigest()[:12]
     out = (cache or cache_root()) / (f"{target.stem}-{model_hash}-{board}-{_sources_digest()}"
                                      f"{tuned}")
-    if (out / MANIFEST).exists():
-        return Project.open(out)
-    return create_project(str(target), board=board, out_dir=out, mode="host-driven", force=True,
-                          tuning_records=tuning_records)
+
+    def build(staging: Path) -> None:
+        project = create_project(str(target), board=board, out_dir=staging,
+                                 mode="host-driven", force=True,
+                                 tuning_records=tuning_records)
+        project.build()      # the entry holds its firmware: a later run only reuses it
+
+    cached_entry(out, _complete_project, build, f"the cached project {out.name}")
+    return Project.open(out)
 
 
 def connect(project: Project, args: argparse.Namespace) -> Session:

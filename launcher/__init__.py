@@ -1,0 +1,62 @@
+"""The `kiln` console command's entry point (pyproject.toml [project.scripts]).
+
+It lives apart from kiln.compiler on purpose: importing any module of kiln.compiler runs
+kiln/compiler/__init__.py, which imports numpy and the compiler (about half a second),
+and a Ctrl-C during those imports would end kiln with a traceback. This module imports
+nothing but the standard library's `os`, `signal` and `sys`, and imports the CLI inside
+its try, so a Ctrl-C at any instant once Python runs kiln's code ends kiln with one line
+("kiln: interrupted") and exit code 130, as a shell reports a process killed by SIGINT.
+(Python's own start-up, the few milliseconds before it runs this module, is out of
+kiln's reach.) Child processes (make, gcc, QEMU) share kiln's process group and get the
+terminal's SIGINT too; subprocess.run kills any that outlive it, and staging folders are
+removed as the KeyboardInterrupt unwinds (kiln.compiler.fsutil.staging_dir).
+"""
+
+import os
+import signal
+import sys
+
+EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
+
+
+def _say_interrupted() -> None:
+    try:
+        os.write(2, b"kiln: interrupted\n")     # no buffers: safe in a signal handler
+    except OSError:
+        pass
+
+
+def _quiet_teardown() -> None:
+    """kiln's work is done (or interrupted): a Ctrl-C while Python shuts down (joining
+    worker threads, flushing) ends the process at once, without a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, KeyboardInterrupt):
+            pass
+
+    def on_sigint(signum: int, frame: object) -> None:
+        _say_interrupted()
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            from kiln.compiler.cli import main as cli_main
+
+            code = cli_main(argv)
+        except KeyboardInterrupt:
+            _say_interrupted()
+            code = EXIT_INTERRUPTED
+        _quiet_teardown()
+        return code
+    except KeyboardInterrupt:       # a second Ctrl-C while the first was being reported
+        _quiet_teardown()
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
