@@ -9,6 +9,9 @@ from ..ir import Graph
 
 def remove_dead(graph: Graph) -> Graph:
     graph = copy.deepcopy(graph)
+    # Every tensor enters `needed` together with its storage root (an alias keeps the
+    # tensor it views alive), so the set stays closed under storage_root as it grows:
+    # one pass, linear in the number of ops.
     needed = {graph.storage_root(t) for t in graph.outputs} | set(graph.outputs)
     kept = []
     for op in reversed(graph.ops):
@@ -18,8 +21,5 @@ def remove_dead(graph: Graph) -> Graph:
                 if t >= 0:
                     needed.add(t)
                     needed.add(graph.storage_root(t))
-        # aliases of a needed tensor keep their root needed
-        for t in list(needed):
-            needed.add(graph.storage_root(t))
     graph.ops = list(reversed(kept))
     return graph
