@@ -10,9 +10,11 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KilnError
+from .fsutil import read_regular_file
 from .inputs import TensorSpec, split_samples
 from .ir import DTYPES, Graph
 from .memory_plan import Plan
+from .outdir import entries, output_dir, write_dir
 
 SOURCE_FILES = ("model.h", "model.c", "weights.h", "weights.c")
 MANIFEST = "kiln.json"
@@ -21,18 +23,70 @@ MANIFEST = "kiln.json"
 COMPILE_KEYS = ("kiln_version", "model", "board", "inputs", "outputs", "arena_bytes", "ops")
 
 
+MAX_MANIFEST_BYTES = 256 << 20     # a kiln.json lists every tensor: MBs for a large model
+
+
 def manifest_kind(path: Path) -> str | None:
     """What wrote the kiln.json at `path`: "compile", "project", or None (absent,
     unreadable, or not kiln's)."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(read_regular_file(path, "kiln.json", MAX_MANIFEST_BYTES))
+    except (KilnError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict):
         return None
     if isinstance(doc.get("project"), dict):
         return "project"
     return "compile" if all(k in doc for k in COMPILE_KEYS) else None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _tensor_problem(entry: object) -> str | None:
+    """What keeps a kiln.json tensor entry from being read as a TensorSpec, or None."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    if not isinstance(entry.get("name"), str):
+        return "has no 'name'"
+    shape = entry.get("shape")
+    if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                            and d >= 0 for d in shape)):
+        return "has no 'shape' of whole numbers"
+    if entry.get("dtype") not in DTYPES:
+        return f"has dtype {entry.get('dtype')!r}, not one of {', '.join(DTYPES)}"
+    for key, ok in (("scale", _number), ("zero_point", lambda v: isinstance(v, int)
+                                          and not isinstance(v, bool))):
+        value = entry.get(key)
+        values = value if isinstance(value, list) else [value]
+        if not all(v is None or ok(v) for v in values):
+            return f"has a '{key}' that is not a number"
+    return None
+
+
+def report_problem(doc: dict) -> str | None:
+    """What is wrong with the shape of a kiln.json's model part (its 'inputs' and
+    'outputs', read back when a project runs or an RPC session starts), or None."""
+    for key in ("inputs", "outputs"):
+        tensors = doc.get(key)
+        if not isinstance(tensors, list) or (key == "outputs" and not tensors):
+            return f"its '{key}' is missing or not a list"
+        for i, entry in enumerate(tensors):
+            problem = _tensor_problem(entry)
+            if problem:
+                return f"'{key}' entry {i} {problem}"
+    for key in ("ops", "tensors"):
+        if key in doc and not (isinstance(doc[key], list)
+                               and all(isinstance(e, dict) for e in doc[key])):
+            return f"its '{key}' is not a list of objects"
+    if not all("id" in t and "shape" in t for t in doc.get("tensors", [])):
+        return "a 'tensors' entry has no 'id' or 'shape'"
+    for key in ("arena_bytes", "weights_bytes"):
+        value = doc.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"its '{key}' is not a byte count"
+    return None
 
 
 @dataclass
@@ -46,29 +100,33 @@ class Artifact:
 
     # --- saving --------------------------------------------------------------------
     def save(self, out_dir: str | Path, force: bool = False) -> Path:
-        """Write the sources and kiln.json to `out_dir`.
+        """Write the sources and kiln.json to `out_dir`, as a whole (kiln.compiler.outdir):
+        an interrupted save leaves the folder as it was, and a link in it is replaced,
+        never written through.
 
         Refuses a non-empty directory that is not an earlier `kiln compile` output
         unless `force`, and a firmware project's directory even with `force` (its
         kiln.json is the project's manifest). Files other than the ones written stay.
         """
-        out = Path(out_dir)
-        if out.exists() and not out.is_dir():
-            raise KilnError(f"{out} exists and is not a directory")
-        if out.exists() and any(out.iterdir()):
+        out = output_dir(out_dir)
+        names = entries(out)
+        if names:
             kind = manifest_kind(out / MANIFEST)
             if kind == "project":
-                raise KilnError(f"{out} is a kiln firmware project; compiling into it would "
+                raise KilnError(f"{out_dir} is a kiln firmware project; compiling into it would "
                                 f"break it, even with --force: to replace its model C, "
-                                f"compile into {out / 'model'} with --force, or choose "
+                                f"compile into {Path(out_dir) / 'model'} with --force, or choose "
                                 f"another directory")
             if kind != "compile" and not force:
-                raise KilnError(f"{out} is not empty and holds no earlier kiln output; "
+                raise KilnError(f"{out_dir} is not empty and holds no earlier kiln output; "
                                 "choose another directory or pass --force (force=True in Python)")
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in self.files.items():
-            (out / name).write_text(text)
-        return out
+
+        def write(folder: Path) -> None:
+            for name, text in self.files.items():
+                (folder / name).write_text(text)
+
+        write_dir(out, write, keep=[n for n in names if n not in self.files])
+        return Path(out_dir)
 
     # --- host execution --------------------------------------------------------------
     def _check_inputs(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -8,12 +8,14 @@ inputs, the files kiln wrote) and, after a build, a "size" entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -21,7 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from kiln.compiler.artifact import MAX_MANIFEST_BYTES, report_problem
 from kiln.compiler.errors import BoardError, BuildError, InputError, KilnError
+from kiln.compiler.fsutil import (atomic_write_bytes, check_regular_file, file_lock,
+                                  read_regular_file, same_file)
+from kiln.compiler.outdir import (LOCK_FILE, entries, is_scratch, output_dir,
+                                  signals_deferred, write_dir)
 from kiln.compiler.paths import crt_dir
 
 from . import render
@@ -91,6 +98,7 @@ class Project:
     manifest: dict[str, Any]
     # Set by create_project(force=True) over an earlier project: what it replaced.
     replacement: Replacement | None = field(default=None, repr=False)
+    _lock_depth: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
     def open(cls, path: str | Path) -> "Project":
@@ -102,22 +110,38 @@ class Project:
             raise KilnError(f"{path} does not exist: {create}")
         if not path.is_dir():
             raise KilnError(f"{path} is not a directory: a kiln project is a directory; {create}")
-        manifest_path = path / MANIFEST
-        if not manifest_path.exists():
-            raise KilnError(f"{path} is not a kiln project (it has no {MANIFEST}): {create}")
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError) as e:
-            why = f"line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else \
-                (getattr(e, "strerror", None) or str(e))
-            raise KilnError(f"{manifest_path} is damaged ({why}): recreate the project with "
-                            f"`kiln project create … --force`") from None
-        entry = manifest.get("project") if isinstance(manifest, dict) else None
-        if not isinstance(entry, dict) or not isinstance(entry.get("board"), str):
-            raise KilnError(f"{path} is not a kiln project: its {MANIFEST} has no 'project' "
-                            f"entry naming a board (`kiln compile` output is not a project); "
-                            f"{create}")
-        return cls(path, get_board(entry["board"]), manifest)
+        manifest = _read_manifest(path)
+        return cls(path, get_board(manifest["project"]["board"]), manifest)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the project's lock for a change to it (build, new inputs), with the
+        manifest and board read again under the lock: another process may have changed
+        or replaced the project since it was opened. Re-entrant within this object."""
+        if self._lock_depth:
+            yield
+            return
+        with project_lock(self.path):
+            self._lock_depth += 1
+            try:
+                self.manifest = _read_manifest(self.path)
+                self.board = get_board(self.manifest["project"]["board"])
+                yield
+            finally:
+                self._lock_depth -= 1
+
+    def _write(self, rel: str, data: bytes) -> None:
+        """Write the project file `rel` atomically (readers see the old or the new file;
+        a link at it is replaced, never written through). Refuses when a folder on
+        the way is a link: it would lead out of the project."""
+        folder = self.path
+        for part in Path(rel).parts[:-1]:
+            folder = folder / part
+            if folder.is_symlink() or not folder.is_dir():
+                what = "a symbolic link" if folder.is_symlink() else "not a directory"
+                raise KilnError(f"{folder} is {what}: kiln writes only inside the project; "
+                                f"recreate it with `kiln project create … --force`")
+        atomic_write_bytes(self.path / rel, data)
 
     # -- facts -------------------------------------------------------------
 
@@ -142,35 +166,53 @@ class Project:
         return [TensorSpec.from_report(e) for e in self.manifest["outputs"]]
 
     def _save_manifest(self) -> None:
-        (self.path / MANIFEST).write_text(json.dumps(self.manifest, indent=2) + "\n")
+        self._write(MANIFEST, _manifest_bytes(self.manifest))
 
     # -- build -------------------------------------------------------------
 
     def build(self, jobs: int | None = None) -> SizeReport:
         """`make` the firmware (incremental), then record and return its size report.
 
-        Raises BoardError naming the region and the overflow when the model
-        does not fit, BuildError with the first compiler error otherwise.
+        Holds the project's lock: concurrent builds of one project take turns (the
+        second finds little left to do). Raises BoardError naming the region and the
+        overflow when the model does not fit, BuildError with the first compiler error
+        otherwise, KilnError when build/ holds a symbolic link (make would write
+        through it, out of the project).
         """
-        find_tool(compiler_for(self.board))
-        argv = [find_tool(MAKE), "-C", str(self.path), f"-j{jobs or os.cpu_count() or 1}"]
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        log = proc.stdout + proc.stderr
-        (self.path / "build").mkdir(exist_ok=True)
-        (self.path / "build" / "build.log").write_text(log)
-        if proc.returncode != 0:
-            overflows = linker_overflows(log)
-            if overflows:
-                raise overflow_error(self.model_name, self.board, overflows)
-            # The compiler's own "error:" line (command lines carry -Werror, so not "error").
-            first = next((ln.strip() for ln in log.splitlines() if "error:" in ln.lower()),
-                         log.strip().splitlines()[-1] if log.strip() else "no output")
-            raise BuildError(f"building {self.path} failed: {first} "
-                             f"(full log: {self.path / 'build' / 'build.log'})")
-        report = self.size_report()
-        self.manifest["size"] = report.to_json()
-        self._save_manifest()
-        return report
+        with self._locked():
+            find_tool(compiler_for(self.board))
+            self._check_build_dir()
+            argv = [find_tool(MAKE), "-C", str(self.path), f"-j{jobs or os.cpu_count() or 1}"]
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            log = proc.stdout + proc.stderr
+            self._write("build/build.log", log.encode("utf-8", "replace"))
+            if proc.returncode != 0:
+                overflows = linker_overflows(log)
+                if overflows:
+                    raise overflow_error(self.model_name, self.board, overflows)
+                # The compiler's own "error:" line (command lines carry -Werror, so not "error").
+                first = next((ln.strip() for ln in log.splitlines() if "error:" in ln.lower()),
+                             log.strip().splitlines()[-1] if log.strip() else "no output")
+                raise BuildError(f"building {self.path} failed: {first} "
+                                 f"(full log: {self.path / 'build' / 'build.log'})")
+            report = self.size_report()
+            self.manifest["size"] = report.to_json()
+            self._save_manifest()
+            return report
+
+    def _check_build_dir(self) -> None:
+        """build/ as a real folder with no symbolic link in it: make writes every object
+        file and the firmware there, and would follow a link out of the project."""
+        build = self.path / "build"
+        if not os.path.lexists(build):
+            build.mkdir()
+        bad = [build] if build.is_symlink() or not build.is_dir() else \
+            [Path(d) / n for d, dirs, files in os.walk(build) for n in dirs + files
+             if (Path(d) / n).is_symlink()]
+        if bad:
+            what = "a symbolic link" if bad[0].is_symlink() else "not a directory"
+            raise KilnError(f"{bad[0]} is {what}: kiln builds only inside the project; remove "
+                            f"it (or recreate the project with `kiln project create … --force`)")
 
     def size_report(self) -> SizeReport:
         if not self.elf.exists():
@@ -180,29 +222,36 @@ class Project:
     # -- inputs ------------------------------------------------------------
 
     def set_inputs(self, arrays: Sequence[np.ndarray] | None, origin: str | None = None) -> int:
-        """Bake new sample inputs into src/kiln_inputs.c; returns the number of samples."""
-        if self.mode != "standalone":
-            raise KilnError("sample inputs are baked only into standalone firmware; a "
-                            "host-driven project takes inputs over its serial link")
-        specs = self.input_specs
-        if arrays is None:
-            arrays, origin = random_inputs(specs, DEFAULT_SEED), f"random, seed {DEFAULT_SEED}"
-        samples = split_samples(arrays, specs)
-        _check_fits(self.manifest, self.board, samples)
-        _save_samples(self.path, samples)
-        files = render.inputs_files(self.model_name, samples, origin)
-        for rel, text in files.items():
-            target = self.path / rel
-            if not target.exists() or target.read_text() != text:   # keep make incremental
-                target.write_text(text)
-        self.manifest["project"]["samples"] = len(samples)
-        self.manifest["project"]["inputs"] = origin or "given"
-        self._save_manifest()
-        return len(samples)
+        """Bake new sample inputs into src/kiln_inputs.c; returns the number of samples.
+
+        The files (inputs.npz, src/kiln_inputs.*, kiln.json) are each replaced
+        atomically, all of them with Ctrl-C held off, under the project's lock."""
+        with self._locked():
+            if self.mode != "standalone":
+                raise KilnError("sample inputs are baked only into standalone firmware; a "
+                                "host-driven project takes inputs over its serial link")
+            specs = self.input_specs
+            if arrays is None:
+                arrays, origin = random_inputs(specs, DEFAULT_SEED), f"random, seed {DEFAULT_SEED}"
+            samples = split_samples(arrays, specs)
+            _check_fits(self.manifest, self.board, samples)
+            writes = {SAMPLES_FILE: _samples_bytes(samples)}
+            for rel, text in render.inputs_files(self.model_name, samples, origin).items():
+                data = text.encode()
+                if not _holds(self.path / rel, data):      # keep make incremental
+                    writes[rel] = data
+            self.manifest["project"]["samples"] = len(samples)
+            self.manifest["project"]["inputs"] = origin or "given"
+            writes[MANIFEST] = _manifest_bytes(self.manifest)
+            with signals_deferred():       # all of the files or none of them
+                for rel, data in writes.items():
+                    self._write(rel, data)
+            return len(samples)
 
     def sample_inputs(self) -> list[list[np.ndarray]]:
         """samples[s][i]: the inputs baked into the firmware (from inputs.npz)."""
-        with np.load(self.path / SAMPLES_FILE) as z:
+        path = check_regular_file(self.path / SAMPLES_FILE, "sample inputs")
+        with np.load(path, allow_pickle=False) as z:
             n_inputs = len(self.input_specs)
             stacked = [z[f"input_{i}"] for i in range(n_inputs)]
         return [[x[s] for x in stacked] for s in range(len(stacked[0]))]
@@ -216,13 +265,17 @@ class Project:
         x: one array per model input (or a single array for a one-input model)
         to bake in before running; None keeps the inputs the project has.
         """
-        if self.mode != "standalone":
-            raise KilnError("run() runs standalone firmware; connect to a host-driven "
-                            "project with its RPC session instead")
-        if x is not None:
-            arrays = [x] if isinstance(x, np.ndarray) else list(x)
-            self.set_inputs(arrays, origin="given")
-        self.build()
+        with self._locked():       # the inputs baked, built and run are the same ones
+            if self.mode != "standalone":
+                raise KilnError("run() runs standalone firmware; connect to a host-driven "
+                                "project with its RPC session instead")
+            if x is not None:
+                arrays = [x] if isinstance(x, np.ndarray) else list(x)
+                self.set_inputs(arrays, origin="given")
+            self.build()
+            return self._run_built(timeout)
+
+    def _run_built(self, timeout: float | None) -> RunResult:
         board = self.board
         if board.runs_on == "qemu":
             where = f"{board.name} (QEMU {board.qemu.machine})"
@@ -314,10 +367,105 @@ def _load_artifact(model: Any, board: Board, tuning_records: Any = None,
     return model
 
 
-def _save_samples(out_dir: Path, samples: list[list[np.ndarray]]) -> None:
-    stacked = {f"input_{i}": np.stack([s[i] for s in samples])      # (N, *input shape)
+def _samples_bytes(samples: list[list[np.ndarray]]) -> bytes:
+    """inputs.npz: input_i holds input i of every sample, stacked (N, *input shape)."""
+    stacked = {f"input_{i}": np.stack([s[i] for s in samples])
                for i in range(len(samples[0]))}
-    np.savez(out_dir / SAMPLES_FILE, **stacked)
+    buffer = io.BytesIO()
+    np.savez(buffer, **stacked)
+    return buffer.getvalue()
+
+
+def _manifest_bytes(manifest: dict) -> bytes:
+    return (json.dumps(manifest, indent=2) + "\n").encode()
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether `path` is a regular file (not a link) holding exactly `data`."""
+    if path.is_symlink():
+        return False
+    try:
+        return read_regular_file(path, "project file", len(data)) == data
+    except KilnError:
+        return False
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The kiln.json of the project folder `path`, its shape checked: a file that is
+    damaged, or a project's with a field missing or of the wrong type, is one
+    KilnError line saying to recreate the project, never a KeyError later."""
+    create = "create one with `kiln project create`"
+    manifest_path = path / MANIFEST
+    if not os.path.lexists(manifest_path):
+        raise KilnError(f"{path} is not a kiln project (it has no {MANIFEST}): {create}")
+
+    def damaged(why: str) -> KilnError:
+        return KilnError(f"{manifest_path} is damaged ({why}): recreate the project with "
+                         f"`kiln project create … --force`")
+    try:
+        manifest = json.loads(read_regular_file(manifest_path, MANIFEST, MAX_MANIFEST_BYTES))
+    except json.JSONDecodeError as e:
+        raise damaged(f"line {e.lineno}: {e.msg}") from None
+    except (ValueError, RecursionError) as e:      # not UTF-8; nested past the parser
+        raise damaged(type(e).__name__ if isinstance(e, RecursionError) else "not UTF-8 text"
+                      ) from None
+    entry = manifest.get("project") if isinstance(manifest, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("board"), str):
+        raise KilnError(f"{path} is not a kiln project: its {MANIFEST} has no 'project' "
+                        f"entry naming a board (`kiln compile` output is not a project); "
+                        f"{create}")
+    problem = report_problem(manifest)
+    if entry.get("mode") not in MODES:
+        problem = f"its project mode is {entry.get('mode')!r}, not one of {', '.join(MODES)}"
+    elif not isinstance(entry.get("build_id"), str):
+        problem = "it has no project build_id"
+    elif not isinstance(entry.get("files", []), list) or \
+            not all(isinstance(f, str) for f in entry.get("files", [])):
+        problem = "its project 'files' is not a list of paths"
+    elif not isinstance(entry.get("samples", 0), int) or isinstance(entry.get("samples"), bool):
+        problem = "its project 'samples' is not a count"
+    elif not isinstance(manifest.get("size", {}), dict):
+        problem = "its 'size' is not an object"
+    if problem:
+        raise damaged(problem)
+    return manifest
+
+
+def _lock_inode(lock: Path) -> int:
+    """The inode of the lock file `lock`, created if missing. A link at its place is
+    removed first: kiln never creates or locks a file a link points to."""
+    if lock.is_symlink():
+        lock.unlink()
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        return os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def project_lock(root: Path) -> Iterator[None]:
+    """Hold the lock of the project folder `root` (its .kiln-lock, a file kiln never
+    lists, copies or keeps): builds, new inputs and `create --force` of one project
+    take turns instead of colliding in build/ or in kiln.json.
+
+    `create --force` replaces the whole folder, lock file included, so a process that
+    waited on the old folder's lock then finds another lock file at the path: it
+    takes that one instead (the check is on the inode, after the lock is held)."""
+    lock = root / LOCK_FILE
+    while True:
+        if not root.is_dir():
+            raise KilnError(f"{root} does not exist any more (removed by another process?)")
+        inode = _lock_inode(lock)
+        with file_lock(lock, f"the project {root}"):
+            try:
+                current = os.lstat(lock).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == inode:
+                yield
+                return
+        # The folder was replaced while this process waited: lock the new one.
 
 
 def _build_id(files: dict[str, str], board: Board, mode: str) -> str:
@@ -339,74 +487,76 @@ def _previous_project(out_dir: Path) -> dict | None:
     """The "project" entry of the kiln.json in out_dir if it is a project's, {} if that
     kiln.json is damaged (not JSON: Project.open says to recreate the project), else None."""
     try:
-        manifest = json.loads((out_dir / MANIFEST).read_text())
-    except OSError:
+        manifest = json.loads(read_regular_file(out_dir / MANIFEST, MANIFEST,
+                                                MAX_MANIFEST_BYTES))
+    except KilnError:
         return None
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     entry = manifest.get("project") if isinstance(manifest, dict) else None
     return entry if isinstance(entry, dict) else None
 
 
-def _prepare_dir(out_dir: Path, force: bool, files: set[str]) -> Replacement | None:
-    """Make out_dir ready for a project whose kiln files are `files` (relative paths).
+def _plan_replacement(root: Path, previous: dict, files: set[str],
+                      protect: Sequence[Path]) -> tuple[Replacement, list[str]]:
+    """What create_project(force=True) does to the earlier project in `root`, whose
+    kiln.json's "project" entry is `previous`, for a new project writing `files`:
+    the Replacement to report and the entries to carry over into the new folder.
 
-    An empty or new directory is fine. A non-empty one needs force and must hold a
-    kiln project; then build/ goes, and so do the earlier project's files that its
-    kiln.json lists and this project does not write. Nothing else is touched: the
-    kiln files are written over afterwards, other files stay.
+    Carried over: everything that is not a kiln file of the new project, not build/,
+    not a stale kiln file (one the earlier kiln.json lists and this project does not
+    write; never a file this command read, in `protect`) and not kiln's scratch. Paths
+    come from walking `root` without following links, so a hand-edited list (`..`,
+    absolute paths, links) can only ever name files inside the folder.
     """
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"{out_dir} exists and is not a directory")
-    if not out_dir.exists() or not any(out_dir.iterdir()):
-        out_dir.mkdir(parents=True, exist_ok=True)
-        return None
-    if not force:
-        raise InputError(f"{out_dir} is not empty: choose another directory or pass "
-                         f"--force (force=True in Python) to replace the project in it")
-    previous = _previous_project(out_dir)
-    if previous is None:
-        raise InputError(f"{out_dir} is not empty and holds no kiln project; kiln will "
-                         f"not write into it, even with --force")
     listed = previous.get("files")
-    listed = {str(f) for f in listed} if isinstance(listed, list) else None
-    removed = []
-    build = out_dir / "build"
-    if build.is_dir() and not build.is_symlink():
-        shutil.rmtree(build)
-        removed.append("build/")
-    stale = sorted(rel for rel in (listed or set()) - files
-                   if _inside(rel) and (out_dir / rel).is_file())
-    for rel in stale:
-        (out_dir / rel).unlink()
-        parent = (out_dir / rel).parent
-        while parent != out_dir and not any(parent.iterdir()):   # its emptied folders
-            parent.rmdir()
-            parent = parent.parent
-    removed += stale
-    replaced = sorted(rel for rel in files | {MANIFEST} if (out_dir / rel).exists())
-    return Replacement(replaced=replaced, removed=removed, listed=listed is not None,
-                       kept=_others(out_dir, files | {MANIFEST}))
-
-
-def _inside(rel: str) -> bool:
-    """A relative path with no "..": a hand-edited kiln.json cannot point out of the project."""
-    return not Path(rel).is_absolute() and ".." not in Path(rel).parts
-
-
-def _others(root: Path, kiln_files: set[str]) -> list[str]:
-    """The files under root that are not kiln_files: a folder holding none of them as "dir/"."""
-    kiln_dirs = {str(parent) for rel in kiln_files for parent in Path(rel).parents}
-    others = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    listed = {f for f in listed if isinstance(f, str)} if isinstance(listed, list) else None
+    def folders(paths: set[str]) -> set[str]:
+        return {str(parent) for rel in paths for parent in Path(rel).parents} - {"."}
+    kiln_dirs = folders(files)
+    look_inside = kiln_dirs | folders(listed or set())   # the others are kept whole
+    replaced, removed, kept = [], [], []
+    for dirpath, dirnames, filenames in os.walk(root):      # never follows links
         here = Path(dirpath).relative_to(root)
+        top = here == Path(".")
         for d in sorted(dirnames):
             rel = str(here / d)
-            if rel not in kiln_dirs:
-                others.append(rel + "/")
-                dirnames.remove(d)
-        others += [str(here / f) for f in sorted(filenames) if str(here / f) not in kiln_files]
-    return others
+            link = (root / rel).is_symlink()
+            if top and is_scratch(d):
+                pass                                          # a killed run's leftovers
+            elif top and d == "build":
+                removed.append("build/")
+            elif rel in files and link:
+                replaced.append(rel)
+            elif rel in files:
+                raise InputError(f"{root / rel} is a folder where the project writes its file "
+                                 f"{rel}: move it and run again")
+            elif rel not in look_inside:
+                kept.append(rel + "/")                        # the whole folder
+            elif link:
+                removed.append(rel)      # a link where kiln has a folder: dropped, not followed
+            else:
+                continue                                      # look inside
+            dirnames.remove(d)
+        for f in sorted(filenames):
+            rel = str(here / f)
+            if top and is_scratch(f):
+                pass
+            elif top and f == "build":
+                removed.append("build")
+            elif rel in files:
+                replaced.append(rel)
+            elif rel in kiln_dirs and not (root / rel).is_symlink():
+                raise InputError(f"{root / rel} is in the way of the project's folder {rel}/: "
+                                 f"move it and run again")
+            elif rel in kiln_dirs or (rel in (listed or ()) and
+                                      not any(same_file(root / rel, p) for p in protect)):
+                removed.append(rel)                           # stale, or a dangling link
+            else:
+                kept.append(rel)
+    replacement = Replacement(replaced=sorted(replaced), removed=removed, kept=kept,
+                              listed=listed is not None)
+    return replacement, [rel.rstrip("/") for rel in kept]
 
 
 def _crt_files(board: Board, rpc: bool) -> dict[str, Path]:
@@ -434,7 +584,8 @@ def _crt_files(board: Board, rpc: bool) -> dict[str, Path]:
 def create_project(model: Any, board: str | Board, out_dir: str | Path,
                    mode: str = "standalone", inputs: Sequence[np.ndarray] | None = None,
                    force: bool = False, inputs_origin: str | None = None,
-                   tuning_records: Any = None, optimize: str | None = None) -> Project:
+                   tuning_records: Any = None, optimize: str | None = None,
+                   protect: Sequence[str | Path] = ()) -> Project:
     """Render a self-contained firmware project for `board` into `out_dir`.
 
     model: a compiled Artifact, or a .tflite path (compiled here for the board).
@@ -445,6 +596,13 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     entry), removes build/ and the earlier project's stale files, and leaves every
     other file alone (the returned Project's `replacement` says what it did).
     Refuses a model that cannot fit the board, sample inputs counted (BoardError).
+
+    The project is written in a staging folder beside out_dir and swapped into place
+    (kiln.compiler.outdir), under the earlier project's lock: an interrupted create
+    leaves the earlier project or nothing, never half of one, and nothing is written
+    through a symbolic link. With force, the user's files are carried over as hard
+    links. `protect`: files the caller read (--input arrays), kept even when the earlier
+    kiln.json lists them; the model and tuning records files are protected too.
     """
     board = get_board(board)
     if mode not in MODES:
@@ -456,6 +614,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     if rpc and inputs is not None:
         raise InputError("sample inputs are for standalone mode; a host-driven firmware "
                          "takes its inputs over the serial link")
+    where = output_dir(out_dir)          # absolute; refuses a link or a file
     out_dir = Path(out_dir)
     art = _load_artifact(model, board, tuning_records, optimize)
     report = art.report
@@ -470,7 +629,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     _check_fits(report, board, samples)
 
     build_id = _build_id(art.files, board, mode)
-    files: dict[str, str | Path] = dict(_crt_files(board, rpc))   # text, or a file to copy
+    files: dict[str, str | bytes | Path] = dict(_crt_files(board, rpc))   # or a file to copy
     files.update({f"model/{fname}": text for fname, text in art.files.items()
                   if fname != MANIFEST})
     files.update(render.project_files(board, report, mode, kiln_version(), ICOUNT_SHIFT,
@@ -478,19 +637,6 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     if samples is not None:
         files.update(render.inputs_files(name, samples, inputs_origin or "given"))
     kiln_files = sorted([*files, *([SAMPLES_FILE] if samples is not None else [])])
-
-    replacement = _prepare_dir(out_dir, force, set(kiln_files))
-    for rel, content in files.items():
-        target = out_dir / rel
-        if target.is_symlink():          # write the project's own file, not through a link
-            target.unlink()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
-            shutil.copy2(content, target)
-        else:
-            target.write_text(content)
-    if samples is not None:
-        _save_samples(out_dir, samples)
 
     manifest = dict(report)
     manifest["project"] = {
@@ -506,6 +652,45 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         # What --force may write over or remove when the project is created again.
         "files": kiln_files,
     }
-    project = Project(out_dir, board, manifest, replacement)
-    project._save_manifest()     # last: a project half written has no kiln.json
-    return project
+    files[MANIFEST] = _manifest_bytes(manifest).decode()
+    if samples is not None:
+        files[SAMPLES_FILE] = _samples_bytes(samples)
+
+    def write(folder: Path) -> None:
+        for rel, content in files.items():
+            _write_file(folder / rel, content)
+
+    replacement = None
+    if not entries(where):
+        write_dir(where, write)
+    elif not force:
+        raise InputError(f"{out_dir} is not empty: choose another directory or pass "
+                         f"--force (force=True in Python) to replace the project in it")
+    else:
+        protected = [Path(p) for p in (model, tuning_records, *protect)
+                     if isinstance(p, (str, os.PathLike))]
+        def previous_project() -> dict:
+            previous = _previous_project(where)
+            if previous is None:
+                raise InputError(f"{out_dir} is not empty and holds no kiln project; kiln "
+                                 f"will not write into it, even with --force")
+            return previous
+        previous_project()           # before the lock: no lock file in a folder not kiln's
+        with project_lock(where):
+            previous = previous_project()       # again: another process may have been first
+            replacement, keep = _plan_replacement(where, previous,
+                                                  {*kiln_files, MANIFEST}, protected)
+            write_dir(where, write, keep)
+    return Project(out_dir, board, manifest, replacement)
+
+
+def _write_file(path: Path, content: str | bytes | Path) -> None:
+    """One file of a new project, in its (fresh, private) staging folder: text, bytes,
+    or a file of kiln's to copy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, Path):
+        shutil.copyfile(content, path)
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
