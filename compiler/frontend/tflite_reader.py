@@ -164,7 +164,7 @@ class _Reader:
         self._count(t.ShapeLength(), f"tensor {index} rank")
         shape = tuple(int(d) for d in (t.ShapeAsNumpy() if t.ShapeLength() else []))
         self._check_shape(shape, index, name, dynamic=bool(t.ShapeSignatureLength()))
-        quant = self._quant(t.Quantization(), index, name, dtype, len(shape))
+        quant = self._quant(t.Quantization(), index, name, dtype)
         data = None
         buf_index = t.Buffer()
         if not 0 <= buf_index < len(buffers):
@@ -201,7 +201,7 @@ class _Reader:
             raise ModelError(f"{what} has shape {list(shape)}: more than {_MAX_ELEMENTS:,} "
                              "elements")
 
-    def _quant(self, q, index: int, name: str, dtype: str, rank: int) -> Quant | None:
+    def _quant(self, q, index: int, name: str, dtype: str) -> Quant | None:
         if q is None or q.ScaleLength() == 0:
             return None
         n = self._count(q.ScaleLength(), f"tensor {index} scale")
@@ -223,11 +223,10 @@ class _Reader:
             if bad.size:
                 raise ModelError(f"tensor {index} ({name}) has zero point {int(bad[0])}, outside "
                                  f"{dtype}'s [{info.min}, {info.max}]")
-        axis = int(q.QuantizedDimension())
-        if n > 1 and not 0 <= axis < rank:
-            raise ModelError(f"tensor {index} ({name}) is quantized per channel along axis {axis}, "
-                             f"but has rank {rank}")
-        return Quant(scale=scale, zero_point=zp, axis=axis)
+        # The axis is not checked against the shape: converters write per-channel biases
+        # with their filter's axis (3 on a rank-1 bias); kiln's lowerings count scales
+        # per channel themselves.
+        return Quant(scale=scale, zero_point=zp, axis=int(q.QuantizedDimension()))
 
     @staticmethod
     def _opcode(code) -> tuple[str, int]:

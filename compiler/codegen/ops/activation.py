@@ -316,7 +316,9 @@ def _check_softmax(ctx: LowerCtx) -> str | None:
     so, zo = qparams(y)
     if np.float32(so) != np.float32(1.0 / 256) or zo != -128:
         return f"int8 output must have scale 1/256 and zero point -128 (got {fmt_quant(y)})"
-    if tuple(x.shape) != tuple(y.shape) or not x.shape:
+    if not x.shape:
+        return "a scalar (rank 0) input has no axis to normalise over"
+    if tuple(x.shape) != tuple(y.shape):
         return f"input shape {list(x.shape)} and output shape {list(y.shape)} differ"
     if x.shape[-1] > 8191:
         return f"softmax over {x.shape[-1]} values; kiln supports up to 8191"
