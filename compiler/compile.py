@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tomllib
 
 from .artifact import Artifact
 from .codegen import generate, weights_bytes
@@ -15,7 +14,6 @@ from .frontend import as_graph
 from .ir import Graph
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
-from .paths import boards_dir
 from .tune.records import Records, as_records
 from .tune.workloads import knobs_id, layer_shapes, workload_key
 
@@ -33,11 +31,7 @@ def board_name(board) -> str:
 
 
 def check_board(board: str) -> None:
-    if board == "host":
-        return
-    if not (boards_dir() / f"{board}.toml").exists():
-        known = sorted(p.stem for p in boards_dir().glob("*.toml"))
-        raise BoardError(f"unknown board {board!r}; known boards: {', '.join(known) or 'host'}")
+    _board_spec(board)      # BoardError: unknown, or its file fails the board schema
 
 
 # Flash a firmware needs besides the weights (kiln's runtime, kernels, RPC server, startup:
@@ -45,17 +39,20 @@ def check_board(board: str) -> None:
 CODE_RESERVE_BYTES = 32 * 1024
 
 
-def _board_spec(board: str) -> dict:
-    with open(boards_dir() / f"{board}.toml", "rb") as f:
-        return tomllib.load(f)
+def _board_spec(board: str):
+    """The validated Board named `board` (kiln.project_gen.boards: the one reader of board
+    files, so the compiler sees the same typed values as the firmware; a name is looked
+    up among the board files, never joined into a path)."""
+    from kiln.project_gen.boards import get_board   # a later stage: imported when used
+    return get_board(board)
 
 
 def weights_budget(board: str) -> int | None:
     """Bytes of flash the weights may take on `board` (None: no limit, the host)."""
     if board == "host":
         return None
-    flash = _board_spec(board).get("flash", {}).get("size")
-    return None if flash is None else int(flash) - CODE_RESERVE_BYTES
+    flash = _board_spec(board).flash
+    return None if flash is None else flash.size - CODE_RESERVE_BYTES
 
 
 def target_for(board: str) -> Target:
@@ -63,7 +60,7 @@ def target_for(board: str) -> Target:
     if board == "host":
         return Target()
     spec = _board_spec(board)
-    return Target(board=board, cpu=str(spec.get("cpu", "")), dsp=bool(spec.get("dsp", False)))
+    return Target(board=board, cpu=spec.cpu, dsp=spec.dsp)
 
 
 def _tensor_io(graph: Graph, tid: int) -> dict:

@@ -9,12 +9,15 @@ chip, and how it runs here (QEMU machine, host process, or only on hardware).
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 from kiln.compiler.errors import BoardError
+from kiln.compiler.fsutil import read_regular_file
 from kiln.compiler.paths import boards_dir
 
 # gcc flags per core. The M55's FPU and MVE come with -mcpu; the others name
@@ -149,95 +152,292 @@ class Board:
         return "cycles"
 
 
-def _hex_or_int(value: object, what: str, source: str) -> int:
-    if not isinstance(value, int) or value < 0:
-        raise BoardError(f"{source}: {what} must be a non-negative integer, got {value!r}")
-    return value
+# --- the schema -------------------------------------------------------------------------
+# A board file is data from outside kiln that ends up as C tokens (kiln_board.h/.c), linker
+# script numbers, Makefile text and a QEMU command line. So every value is checked for its
+# type (a TOML string is never read as a number, `dsp = "no"` is not true, `true` is not an
+# integer), its range (what the C, the linker and the chip accept), and every string that
+# becomes code is an identifier or one of a fixed set. Unknown keys are refused: a typo
+# (`clock_Hz`) must not silently become a default. Every error is one line naming the file
+# and the key.
+
+U32_MAX = 2**32 - 1
+MAX_BOARD_FILE_BYTES = 64 * 1024
+NAME_MAX = 48                     # board names: file names, C strings, Make variables
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*\Z")
+DESCRIPTION_MAX = 200
+REGION_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}\Z")   # a linker MEMORY name
+MAX_REGIONS = 16
+MAX_POKES = 256
+# QEMU options a board may add to the command line, each followed by one value. Only
+# options that describe the machine: others read or write host files (-drive, -chardev,
+# -device loader), load code into QEMU (-plugin) or change how kiln talks to it.
+QEMU_OPTIONS = {"-cpu", "-m", "-smp"}
+QEMU_MACHINE_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}\Z")
+QEMU_VALUE_RE = re.compile(r"[A-Za-z0-9_.,=+-]{1,64}\Z")       # no shell, Make or path syntax
+MAX_QEMU_ARGS = 16
+BAUD_RANGE = (300, 12_000_000)
+UART_CLOCK_MAX = 1_000_000_000    # uart_pl011.c computes 4 * clock in 32 bits
+NRF_BAUD = 115200                 # uart_nrf.c knows the BAUDRATE value of this rate only
+MAX_PIN = 31                      # uart_nrf.c shifts 1u << pin: P0.00 .. P0.31
+STACK_RANGE = (256, 16 * 1024 * 1024)
+# The FPUs each core can have, and the cores with the DSP extension (SMLAD & co.).
+CPU_FPUS: dict[str, set[str]] = {
+    "cortex-m0": {"none"}, "cortex-m0plus": {"none"}, "cortex-m3": {"none"},
+    "cortex-m4": {"none", "fpv4-sp-d16"}, "cortex-m7": {"none", "fpv5-sp-d16", "fpv5-d16"},
+    "cortex-m33": {"none", "fpv5-sp-d16"}, "cortex-m55": {"none", "fpv5-d16"},
+    "host": {"none"},
+}
+DSP_CPUS = {"cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"}
+
+TOP_KEYS = ("name", "description", "cpu", "fpu", "dsp", "clock_hz", "runs_on", "stack_bytes",
+            "flash", "ram", "extra_regions", "uart", "timer", "qemu", "init")
+REGION_KEYS = ("origin", "size")
+UART_KEYS = ("kind", "base", "baud", "clock_hz", "tx_pin", "rx_pin")
+TIMER_KEYS = ("kind",)
+QEMU_KEYS = ("machine", "args")
+POKE_KEYS = ("reg", "set", "clear")
 
 
-def _region(table: object, name: str, source: str) -> Region:
-    if not isinstance(table, dict) or "origin" not in table or "size" not in table:
-        raise BoardError(f"{source}: {name} needs origin and size, e.g. "
-                         f"{name} = {{ origin = 0x20000000, size = 0x10000 }}")
-    return Region(name=str(table.get("name", name)).upper(),
-                  origin=_hex_or_int(table["origin"], f"{name}.origin", source),
-                  size=_hex_or_int(table["size"], f"{name}.size", source))
+def _show(value: object) -> str:
+    """A value for an error line: repr (control characters escaped), at most 60 chars."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Reader:
+    """Typed reads of one board file's values; every error names the file and the key."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, message: str) -> BoardError:
+        return BoardError(f"{self.source}: {key}: {message}" if key else f"{self.source}: {message}")
+
+    def table(self, value: object, key: str, known: tuple[str, ...], example: str = "") -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a table{example}, got {_show(value)}")
+        unknown = [k for k in value if k not in known]
+        if unknown:
+            close = difflib.get_close_matches(str(unknown[0]), known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            where = f"{key}." if key else ""
+            raise self.fail("", f"unknown key {_show(where + str(unknown[0]))}{hint}; "
+                                f"known keys{' of ' + key if key else ''}: {', '.join(known)}")
+        return value
+
+    def int(self, value: object, key: str, lo: int, hi: int) -> int:
+        # bool is a subclass of int in Python: `true` is not a number of bytes.
+        if type(value) is not int:
+            raise self.fail(key, f"must be an integer, got {_show(value)}")
+        if not lo <= value <= hi:
+            raise self.fail(key, f"{value} is out of range [{lo:,}, {hi:,}]")
+        return value
+
+    def bool(self, value: object, key: str) -> bool:
+        if type(value) is not bool:
+            raise self.fail(key, f"must be true or false, got {_show(value)}")
+        return value
+
+    def choice(self, value: object, key: str, choices) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise self.fail(key, f"{_show(value)} is not one of {', '.join(choices)}")
+        return value
+
+    def ident(self, value: object, key: str, pattern: re.Pattern, max_len: int, what: str) -> str:
+        if not isinstance(value, str) or len(value) > max_len or not pattern.match(value):
+            raise self.fail(key, f"must be {what} of at most {max_len} characters, got {_show(value)}")
+        return value
+
+    def text(self, value: object, key: str, max_len: int) -> str:
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {_show(value)}")
+        if len(value) > max_len:
+            raise self.fail(key, f"is {len(value)} characters, more than {max_len}")
+        # Control characters (newlines, escapes), format characters (bidi overrides) and
+        # line separators have no place in a one-line description that lands in comments.
+        bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+        if bad is not None:
+            raise self.fail(key, f"holds the control character U+{ord(bad):04X}; one line of plain text")
+        return value
+
+    def list(self, value: object, key: str, max_len: int) -> list:
+        if not isinstance(value, list):
+            raise self.fail(key, f"must be a list, got {_show(value)}")
+        if len(value) > max_len:
+            raise self.fail(key, f"has {len(value)} entries, more than {max_len}")
+        return value
+
+
+def _region(r: _Reader, table: object, key: str, named: bool = False) -> Region:
+    example = f", e.g. {key} = {{ origin = 0x20000000, size = 0x10000 }}"
+    if isinstance(table, dict) and ("origin" not in table or "size" not in table):
+        raise r.fail(key, f"{key} needs origin and size{example}")
+    t = r.table(table, key, REGION_KEYS + (("name",) if named else ()), example)
+    origin = r.int(t["origin"], f"{key}.origin", 0, U32_MAX)
+    size = r.int(t["size"], f"{key}.size", 1, U32_MAX + 1)
+    if origin + size > U32_MAX + 1:
+        raise r.fail(key, f"origin 0x{origin:X} + size 0x{size:X} runs past the 4 GB address space")
+    name = key.upper()
+    if named and "name" in t:
+        name = r.ident(t["name"], f"{key}.name", REGION_NAME_RE, 32, "a letter then letters, digits or _")
+    return Region(name=name, origin=origin, size=size)
+
+
+def _uart(r: _Reader, table: object, core_clock_hz: int) -> Uart:
+    t = r.table(table, "uart", UART_KEYS, ", e.g. uart = { kind = \"cmsdk\", base = 0x40004000 }")
+    kind = r.choice(t.get("kind"), "uart.kind", UART_DRIVERS)
+    if kind == "posix":
+        extra = [k for k in t if k != "kind"]
+        if extra:
+            raise r.fail(f"uart.{extra[0]}", "a posix UART (stdio) takes only kind")
+        return Uart(kind=kind)
+    if "base" not in t:
+        raise r.fail("uart.base", f"a {kind} UART needs its register base address")
+    base = r.int(t["base"], "uart.base", 1, U32_MAX)
+    if base % 4:
+        raise r.fail("uart.base", f"0x{base:X} is not 4-byte aligned (the registers are 32-bit)")
+    baud = r.int(t.get("baud", DEFAULT_BAUD), "uart.baud", *BAUD_RANGE)
+    clock_hz = None
+    if "clock_hz" in t:
+        clock_hz = r.int(t["clock_hz"], "uart.clock_hz", 1, UART_CLOCK_MAX)
+    uart_clock = clock_hz or core_clock_hz
+    if uart_clock > UART_CLOCK_MAX:
+        raise r.fail("clock_hz", f"the UART runs on the core clock here, and {uart_clock:,} Hz is "
+                                 f"more than {UART_CLOCK_MAX:,}; give uart.clock_hz")
+    if baud > uart_clock:       # the drivers divide the clock by the baud rate: not to 0
+        raise r.fail("uart.baud", f"{baud:,} baud is faster than the UART clock ({uart_clock:,} Hz)")
+    pins = {}
+    for pin in ("tx_pin", "rx_pin"):
+        if kind != "nrf" and pin in t:
+            raise r.fail(f"uart.{pin}", "only an nrf UART is routed to pins by kiln")
+        if kind == "nrf":
+            if pin not in t:
+                raise r.fail(f"uart.{pin}", "an nrf UART needs tx_pin and rx_pin")
+            pins[pin] = r.int(t[pin], f"uart.{pin}", 0, MAX_PIN)
+    if kind == "nrf":
+        if pins["tx_pin"] == pins["rx_pin"]:
+            raise r.fail("uart.rx_pin", f"is the same pin as tx_pin ({pins['tx_pin']})")
+        if baud != NRF_BAUD:
+            raise r.fail("uart.baud", f"an nrf UART runs at {NRF_BAUD} baud only (uart_nrf.c)")
+    return Uart(kind=kind, base=base, baud=baud, clock_hz=clock_hz, **pins)
+
+
+def _qemu(r: _Reader, table: object) -> Qemu:
+    t = r.table(table, "qemu", QEMU_KEYS, ", e.g. qemu = { machine = \"mps2-an386\" }")
+    if "machine" not in t:
+        raise r.fail("qemu.machine", "missing: the QEMU machine name (qemu-system-arm -M help)")
+    machine = r.ident(t["machine"], "qemu.machine", QEMU_MACHINE_RE, 64,
+                      "a QEMU machine name (lower-case letters, digits, '.', '_', '-')")
+    args = r.list(t.get("args", []), "qemu.args", MAX_QEMU_ARGS)
+    if len(args) % 2:
+        raise r.fail("qemu.args", "must be option, value pairs, e.g. [\"-m\", \"16M\"]")
+    for i in range(0, len(args), 2):
+        r.choice(args[i], f"qemu.args[{i}]", sorted(QEMU_OPTIONS))
+        r.ident(args[i + 1], f"qemu.args[{i + 1}]", QEMU_VALUE_RE, 64,
+                "a value of letters, digits and . , = + _ -")
+    return Qemu(machine=machine, args=tuple(args))
+
+
+def _poke(r: _Reader, table: object, i: int) -> Poke:
+    key = f"init[{i}]"
+    if isinstance(table, dict) and "reg" not in table:
+        raise r.fail(key, f"{key} needs reg (and set and/or clear)")
+    t = r.table(table, key, POKE_KEYS, ", e.g. { reg = 0x40021058, set = 0x1 }")
+    reg = r.int(t["reg"], f"{key}.reg", 0, U32_MAX)
+    if reg % 4:
+        raise r.fail(f"{key}.reg", f"0x{reg:X} is not 4-byte aligned (a 32-bit register)")
+    return Poke(reg=reg, set=r.int(t.get("set", 0), f"{key}.set", 0, U32_MAX),
+                clear=r.int(t.get("clear", 0), f"{key}.clear", 0, U32_MAX))
 
 
 def parse_board(data: dict, source: str = "<board>") -> Board:
     """A Board from the parsed TOML of one board file; BoardError names the bad key."""
+    r = _Reader(source)
+    data = r.table(data, "", TOP_KEYS)
+
     def need(key: str) -> object:
         if key not in data:
             raise BoardError(f"{source}: missing key '{key}'")
         return data[key]
 
+    name = r.ident(need("name"), "name", NAME_RE, NAME_MAX,
+                   "lower-case letters, digits, '_' and '-' (starting with a letter or digit)")
+    description = r.text(data.get("description", ""), "description", DESCRIPTION_MAX)
     cpu = need("cpu")
-    if cpu not in CPU_FLAGS:
-        raise BoardError(f"{source}: cpu '{cpu}' is not one of {', '.join(CPU_FLAGS)}")
+    if not isinstance(cpu, str) or cpu not in CPU_FLAGS:
+        raise r.fail("cpu", f"cpu {_show(cpu)} is not one of {', '.join(CPU_FLAGS)}")
     fpu = data.get("fpu", "none")
-    if fpu not in FPUS:
-        raise BoardError(f"{source}: fpu '{fpu}' is not one of {', '.join(sorted(FPUS))}")
+    if not isinstance(fpu, str) or fpu not in FPUS:
+        raise r.fail("fpu", f"fpu {_show(fpu)} is not one of {', '.join(sorted(FPUS))}")
+    if fpu not in CPU_FPUS[cpu]:
+        raise r.fail("fpu", f"a {cpu} has no {fpu} FPU (it can have: {', '.join(sorted(CPU_FPUS[cpu]))})")
+    dsp = r.bool(data.get("dsp", False), "dsp")
+    if dsp and cpu not in DSP_CPUS:
+        raise r.fail("dsp", f"a {cpu} has no DSP extension (only {', '.join(sorted(DSP_CPUS))})")
     runs_on = data.get("runs_on", "board")
-    if runs_on not in RUNS_ON:
-        raise BoardError(f"{source}: runs_on '{runs_on}' is not one of {', '.join(sorted(RUNS_ON))}")
+    if not isinstance(runs_on, str) or runs_on not in RUNS_ON:
+        raise r.fail("runs_on", f"runs_on {_show(runs_on)} is not one of {', '.join(sorted(RUNS_ON))}")
+    clock_hz = r.int(need("clock_hz"), "clock_hz", 1, U32_MAX)
 
+    timer_t = r.table(need("timer"), "timer", TIMER_KEYS, ", e.g. timer = { kind = \"systick\" }")
+    timer = timer_t.get("kind")
+    if not isinstance(timer, str) or timer not in TIMER_DRIVERS:
+        raise r.fail("timer.kind", f"timer.kind must be one of {', '.join(TIMER_DRIVERS)}, "
+                                   f"got {_show(timer)}")
     uart_t = need("uart")
-    if not isinstance(uart_t, dict) or uart_t.get("kind") not in UART_DRIVERS:
-        raise BoardError(f"{source}: uart.kind must be one of {', '.join(UART_DRIVERS)}")
-    uart = Uart(kind=uart_t["kind"], base=int(uart_t.get("base", 0)),
-                baud=int(uart_t.get("baud", DEFAULT_BAUD)), clock_hz=uart_t.get("clock_hz"),
-                tx_pin=uart_t.get("tx_pin"), rx_pin=uart_t.get("rx_pin"))
-    if uart.kind == "nrf" and (uart.tx_pin is None or uart.rx_pin is None):
-        raise BoardError(f"{source}: an nrf UART needs tx_pin and rx_pin")
-
-    timer_t = need("timer")
-    timer = timer_t.get("kind") if isinstance(timer_t, dict) else None
-    if timer not in TIMER_DRIVERS:
-        raise BoardError(f"{source}: timer.kind must be one of {', '.join(TIMER_DRIVERS)}")
-
+    uart_kind = uart_t.get("kind") if isinstance(uart_t, dict) else None
     host = cpu == "host"
-    if host != (uart.kind == "posix") or host != (timer == "posix") or host != (runs_on == "host"):
-        raise BoardError(f"{source}: cpu 'host' goes with uart/timer kind 'posix' and "
-                         f"runs_on 'host', and only with them")
+    if host != (uart_kind == "posix") or host != (timer == "posix") or host != (runs_on == "host"):
+        raise r.fail("cpu", "cpu 'host' goes with uart/timer kind 'posix' and runs_on 'host', "
+                            "and only with them")
+    uart = _uart(r, uart_t, clock_hz)
 
-    qemu = None
-    if "qemu" in data:
-        q = data["qemu"]
-        qemu = Qemu(machine=str(q["machine"]), args=tuple(str(a) for a in q.get("args", ())))
+    if host:
+        extra = [k for k in ("flash", "ram", "extra_regions", "qemu", "init") if k in data]
+        if extra:
+            raise r.fail(extra[0], "the host board runs as a process here: it has no "
+                                   "flash, RAM map, QEMU machine or start-up pokes")
+    qemu = _qemu(r, data["qemu"]) if "qemu" in data else None
     if runs_on == "qemu" and qemu is None:
-        raise BoardError(f"{source}: runs_on = 'qemu' needs a qemu = {{ machine = ... }} table")
+        raise r.fail("qemu", "runs_on = 'qemu' needs a qemu = { machine = ... } table")
+    if runs_on != "qemu" and qemu is not None:
+        raise r.fail("qemu", f"a qemu table is for runs_on = 'qemu' (this board runs on {runs_on})")
 
-    pokes = []
-    for i, p in enumerate(data.get("init", ())):
-        if "reg" not in p:
-            raise BoardError(f"{source}: init[{i}] needs reg (and set and/or clear)")
-        pokes.append(Poke(reg=_hex_or_int(p["reg"], f"init[{i}].reg", source),
-                          set=_hex_or_int(p.get("set", 0), f"init[{i}].set", source),
-                          clear=_hex_or_int(p.get("clear", 0), f"init[{i}].clear", source)))
+    flash = ram = None
+    if not host:
+        flash, ram = _region(r, need("flash"), "flash"), _region(r, need("ram"), "ram")
+        if flash.origin < ram.end and ram.origin < flash.end:
+            raise r.fail("ram", f"RAM [0x{ram.origin:X}, 0x{ram.end:X}) overlaps flash "
+                                f"[0x{flash.origin:X}, 0x{flash.end:X})")
+    extra_regions = tuple(_region(r, t, f"extra_regions[{i}]", named=True) for i, t in
+                          enumerate(r.list(data.get("extra_regions", []), "extra_regions", MAX_REGIONS)))
+    pokes = tuple(_poke(r, t, i) for i, t in enumerate(r.list(data.get("init", []), "init", MAX_POKES)))
 
-    return Board(
-        name=str(need("name")),
-        description=str(data.get("description", "")),
-        cpu=cpu, fpu=fpu, dsp=bool(data.get("dsp", False)),
-        clock_hz=_hex_or_int(need("clock_hz"), "clock_hz", source),
-        runs_on=runs_on, uart=uart, timer=timer,
-        flash=None if host else _region(need("flash"), "flash", source),
-        ram=None if host else _region(need("ram"), "ram", source),
-        extra_regions=tuple(_region(r, "region", source) for r in data.get("extra_regions", ())),
-        qemu=qemu, init=tuple(pokes),
-        stack_bytes=_hex_or_int(data.get("stack_bytes", DEFAULT_STACK_BYTES), "stack_bytes", source),
-    )
+    stack_bytes = r.int(data.get("stack_bytes", DEFAULT_STACK_BYTES), "stack_bytes", *STACK_RANGE)
+    if stack_bytes % 8:
+        raise r.fail("stack_bytes", f"{stack_bytes} is not a multiple of 8 (the AAPCS stack alignment)")
+    # A stack larger than the RAM is a fit problem, named with the arena by check_fits.
+
+    return Board(name=name, description=description, cpu=cpu, fpu=fpu, dsp=dsp,
+                 clock_hz=clock_hz, runs_on=runs_on, uart=uart, timer=timer, flash=flash, ram=ram,
+                 extra_regions=extra_regions, qemu=qemu, init=pokes, stack_bytes=stack_bytes)
 
 
 def load_board_file(path: str | Path) -> Board:
+    """The board in the TOML file `path`, validated (parse_board); the file must be a
+    regular file of at most MAX_BOARD_FILE_BYTES, named after the board."""
     path = Path(path)
+    raw = read_regular_file(path, "board file", MAX_BOARD_FILE_BYTES)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise BoardError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise BoardError(f"{path}: not valid TOML: {e}") from None
     board = parse_board(data, source=str(path))
     if board.name != path.stem:
-        raise BoardError(f"{path}: name '{board.name}' must match the file name '{path.stem}'")
+        raise BoardError(f"{path}: name '{board.name}' must match the file name {_show(path.stem)}")
     return replace(board, source=path)
 
 
@@ -259,9 +459,11 @@ def get_board(board: str | Board) -> Board:
     """The named board (or a Board passed through); BoardError with suggestions if unknown."""
     if isinstance(board, Board):
         return board
+    if not isinstance(board, str):      # e.g. a "board" of a damaged kiln.json
+        raise BoardError(f"a board is named by a string such as 'mps2-an386', not {_show(board)}")
     boards = _all_boards()
     if board not in boards:
         close = difflib.get_close_matches(board, boards, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise BoardError(f"unknown board '{board}'{hint}; `kiln boards` lists them")
+        raise BoardError(f"unknown board {_show(board)}{hint}; `kiln boards` lists them")
     return boards[board]
