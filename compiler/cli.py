@@ -13,6 +13,7 @@ import numpy as np
 from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
 from .arrays_io import check_output_path, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
+from .escape import terminal
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -32,20 +33,22 @@ def cmd_info(args) -> int:
     from . import compile, load
 
     g = load(args.model)
-    print(f"model {g.name}  sha256 {g.sha256[:16]}  {len(g.ops)} ops, {len(g.tensors)} tensors")
+    print(f"model {terminal(g.name)}  sha256 {g.sha256[:16]}  {len(g.ops)} ops, "
+          f"{len(g.tensors)} tensors")
     for role, ids in (("input", g.inputs), ("output", g.outputs)):
         for tid in ids:
             t = g.tensor(tid)
             q = f" scale={t.quant.scale[0]:.6g} zp={t.quant.zero_point[0]}" if t.quant is not None else ""
-            print(f"  {role:6} {t.name} {list(t.shape)} {t.dtype}{q}")
+            print(f"  {role:6} {terminal(t.name)} {list(t.shape)} {t.dtype}{q}")
     try:
         art = compile(g, board="host", optimize=args.optimize)
     except KilnError as e:
         counts: dict[str, int] = {}
         for op in g.ops:
             counts[op.type] = counts.get(op.type, 0) + 1
-        print("  ops: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())))
-        print(f"  not compilable as is: {e}")
+        # op types of CUSTOM ops are the model's text ("CUSTOM:<name>")
+        print("  ops: " + ", ".join(f"{terminal(k)}×{v}" for k, v in sorted(counts.items())))
+        print(f"  not compilable as is: {terminal(e)}")
         return EXIT_OK
     r = art.report
     print(f"{'#':>3} {'op':<22} {'kernel':<26} {'output shape':<18} {'MACs':>10}")
@@ -122,7 +125,7 @@ def _warn_if_too_large(art) -> None:
     try:
         check_fits(art.graph.name, get_board(art.board), r["weights_bytes"], r["arena_bytes"])
     except FitError as e:
-        print(f"kiln: warning: {e}", file=sys.stderr)
+        print(f"kiln: warning: {terminal(e)}", file=sys.stderr)
 
 
 # Ops that never become a kernel call: views of their input (alias_reshapes) and shape
@@ -278,7 +281,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     return parser, sub
 
 
+def _tolerant_streams() -> None:
+    """Print what cannot be encoded (a non-UTF-8 file name, decoded by Python to lone
+    surrogates) as backslash escapes instead of raising UnicodeEncodeError mid-output."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)   # absent on test captures
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _tolerant_streams()
     parser, sub = build_parser()
     for name in _PLUGIN_MODULES:
         try:
@@ -295,14 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except KilnError as e:
-        print(f"kiln: error: {e}", file=sys.stderr)
+        # terminal(): a message may quote a model's text; it stays one line, no escapes
+        print(f"kiln: error: {terminal(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:      # `kiln ... | head`: the reader left; stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as e:         # a path the user gave that cannot be read or written
         where = f": {e.filename}" if e.filename else ""
-        print(f"kiln: error: {e.strerror or e}{where}", file=sys.stderr)
+        print(f"kiln: error: {terminal(e.strerror or e)}{terminal(where)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("kiln: interrupted", file=sys.stderr)

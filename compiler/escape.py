@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable
 
 __all__ = [
     "printable", "terminal", "c_comment", "c_string", "c_identifier", "make_comment",
-    "cmake_comment", "ld_comment", "project_name", "plain_words", "shell_word",
-    "markdown_text",
+    "cmake_comment", "ld_comment", "project_name", "plain_words", "make_recipe_word",
+    "shell_word", "markdown_text", "markdown_code",
 ]
 
 
@@ -220,11 +220,21 @@ def plain_words(words: Iterable[object]) -> str:
     return " ".join(out)
 
 
+def make_recipe_word(text: object) -> str:
+    """One shell word inside a Makefile recipe line, whose value is printable(text).
+
+    Guarantee: printable's (one line, so make cannot read a second recipe line or rule
+    out of it), shell-quoted (shlex.quote), and every `$` doubled so make passes it to
+    the shell as is; inside the shell's single quotes nothing else is special. Plain
+    words (a board name) come out unchanged."""
+    return shlex.quote(printable(text)).replace("$", "$$")
+
+
 def shell_word(text: object) -> str:
     """One argument on a POSIX shell command line (shlex.quote of the text).
 
     Guarantee: sh reads it back as one word with exactly the value of `text`. Not for a
-    Makefile recipe (make would expand `$` and split lines first): use plain_words there.
+    Makefile recipe (make would expand `$` and split lines first): use make_recipe_word.
     """
     return shlex.quote(str(text))
 
@@ -240,3 +250,9 @@ def markdown_text(text: object) -> str:
     emphasis and table cells (` [ ] < > | *) backslash-escaped, so it renders as the
     text itself."""
     return _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(), printable(text))
+
+
+def markdown_code(text: object) -> str:
+    """Text inside a Markdown code span (between backticks), where backslash escapes do
+    not work. Guarantee: printable's, and a backtick as \x60, so the span cannot end."""
+    return printable(text).replace("`", "\\x60")

@@ -2,15 +2,30 @@
 
 Pure text in, text out: {relative path: file content}. project.py decides
 where the files go and what else (crt sources, model C) is copied beside them.
+
+Every string a template receives (the model's name, which is its file name; the board
+file's name, description, flags, QEMU options) is untrusted: the environment renders it
+only through one of the filters below, each an escaper of kiln.compiler.escape for the
+language of the file (`{{ board.description | c_comment }}`). That is enforced, not just
+a convention: `_render` wraps every string of the context (inside lists, dicts and the
+Board dataclass too) as `_Raw`, and the environment's finalize refuses a `_Raw` that
+reaches the output unfiltered, so a template that forgets a filter fails on every render
+(tests/test_hostile_injection.py renders each one), not on the day a hostile name comes.
+Numbers must be non-negative ints: every number in a template is a count, an address or
+a size. Kiln's own C fragments (the sample bytes, the UART driver's #defines) are marked
+`_Code` and pass as they are.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import jinja2
 import numpy as np
 
+from kiln.compiler import escape
+from kiln.compiler.errors import BoardError
 from kiln.compiler.paths import templates_dir
 
 from .boards import UART_DRIVERS, Board
@@ -18,17 +33,101 @@ from .inputs import c_bytes
 from .qemu import qemu_args
 
 
+class _Raw(str):
+    """A string from outside kiln (model, file name, board file) no filter escaped yet."""
+
+
+class _Code(str):
+    """A C fragment kiln itself generated (sample bytes, a driver's #defines)."""
+
+
+class _Guarded:
+    """A read-only view of a dataclass (Board, Uart, ...) whose attributes are guarded."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: object):
+        self._obj = obj
+
+    def __getattr__(self, name: str) -> object:
+        return _guard(getattr(self._obj, name))
+
+
+def _guard(value: object) -> object:
+    """`value` with every string in it marked _Raw (kiln's _Code strings excepted)."""
+    if isinstance(value, (_Raw, _Code)):
+        return value
+    if isinstance(value, str):
+        return _Raw(value)
+    if isinstance(value, (list, tuple)):
+        return [_guard(v) for v in value]
+    if isinstance(value, dict):
+        return {_guard(k): _guard(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _Guarded(value)
+    return value
+
+
+def _finalize(value: object) -> object:
+    """What `{{ ... }}` may print: plain text (template literals, filter results),
+    non-negative ints and floats, kiln's _Code; anything else is an error."""
+    if isinstance(value, _Raw):
+        raise TypeError(f"template prints unescaped outside text {escape.printable(value)!r}: "
+                        f"add the escaping filter of the file's language")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, jinja2.Undefined)):
+        raise TypeError(f"template prints a {type(value).__name__}, not text or a number")
+    if isinstance(value, (int, float)) and value < 0:
+        raise BoardError(f"a board file value is negative ({value}) where a count, an "
+                         f"address or a size goes")
+    return value
+
+
+def _plain_words(words: object) -> str:
+    try:
+        return escape.plain_words(words)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise BoardError(f"a board file value that becomes a build flag: {e}") from None
+
+
+def _hex(value: object, digits: int = 8) -> str:
+    """A 32-bit address, size or register value as C/ld hex: 0x0000ABCD."""
+    if type(value) is not int or not 0 <= value < 1 << 32:
+        raise BoardError(f"a board file value {escape.printable(value)!r} is not an address "
+                         f"or size (an integer in [0, 2**32))")
+    return f"0x{value:0{digits}X}"
+
+
+# filter name → escaper, one per target language (docstrings in kiln.compiler.escape).
+_FILTERS = {
+    "c_comment": escape.c_comment,
+    "c_string": escape.c_string,
+    # A string firmware prints (KILN_BOARD_NAME): one line of printable ASCII.
+    "c_printable_string": lambda text: escape.c_string(escape.printable(text)),
+    "ld_comment": escape.ld_comment,
+    "make_comment": escape.make_comment,
+    "make_recipe_word": escape.make_recipe_word,
+    "cmake_comment": escape.cmake_comment,
+    "project_name": escape.project_name,
+    "plain_words": _plain_words,
+    "hex": _hex,
+    "markdown_text": escape.markdown_text,
+    "markdown_code": escape.markdown_code,
+}
+
+
 @cache
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
+        undefined=jinja2.StrictUndefined, finalize=_finalize,
     )
+    env.filters.update(_FILTERS)
+    return env
 
 
 def _render(template: str, **context: object) -> str:
-    return _env().get_template(template).render(**context)
+    return _env().get_template(template).render(**{k: _guard(v) for k, v in context.items()})
 
 
 def model_name(report: dict) -> str:
@@ -54,7 +153,9 @@ def project_files(board: Board, report: dict, mode: str, kiln_version: str,
     ctx = dict(board=board, model_name=name, mode=mode, rpc=rpc, kiln_version=kiln_version,
                run_help=_run_help(board), icount_shift=icount_shift,
                qemu_args=qemu_args(board, icount_shift) if board.qemu else [],
-               num_outputs=len(report["outputs"]), uart_defines=UART_DRIVERS[board.uart.kind][1])
+               num_outputs=len(report["outputs"]),
+               uart_defines={_Code(k): _Code(v)
+                             for k, v in UART_DRIVERS[board.uart.kind][1].items()})
     files = {
         "Makefile": _render("Makefile.j2", **ctx),
         "CMakeLists.txt": _render("CMakeLists.txt.j2", **ctx),
@@ -74,7 +175,7 @@ def project_files(board: Board, report: dict, mode: str, kiln_version: str,
 
 def inputs_files(model_name: str, samples: list[list[np.ndarray]], origin: str | None) -> dict[str, str]:
     ctx = dict(model_name=model_name, origin=origin,
-               samples=[[c_bytes(x) for x in sample] for sample in samples])
+               samples=[[_Code(c_bytes(x)) for x in sample] for sample in samples])
     return {
         "src/kiln_inputs.h": _render("kiln_inputs.h.j2", **ctx),
         "src/kiln_inputs.c": _render("kiln_inputs.c.j2", **ctx),
