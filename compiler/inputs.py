@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .escape import terminal
 
 DEFAULT_SEED = 0
 
@@ -117,9 +118,10 @@ def _to_dtype(x: np.ndarray, spec: TensorSpec) -> np.ndarray:
         clamped = int(np.count_nonzero((q < info.min) | (q > info.max)))
         if clamped:
             lo, hi = (info.min - zp) * spec.scale, (info.max - zp) * spec.scale
-            print(f"kiln: warning: input '{spec.name}': {clamped} of {x.size} value(s) outside "
-                  f"[{lo:.6g}, {hi:.6g}] (what {spec.dtype} holds at scale {spec.scale:.6g}, "
-                  f"zero point {zp}) were clamped", file=sys.stderr)
+            # the name is the model's text: one line, no terminal escapes
+            print(f"kiln: warning: input '{terminal(spec.name)}': {clamped} of {x.size} "
+                  f"value(s) outside [{lo:.6g}, {hi:.6g}] (what {spec.dtype} holds at scale "
+                  f"{spec.scale:.6g}, zero point {zp}) were clamped", file=sys.stderr)
         return np.clip(q, info.min, info.max).astype(spec.dtype)
     if x.dtype.kind in "iu" and spec.dtype.kind in "iuf":
         if spec.dtype.kind == "f":

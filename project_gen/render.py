@@ -173,7 +173,8 @@ def project_files(board: Board, report: dict, mode: str, kiln_version: str,
     return files
 
 
-def inputs_files(model_name: str, samples: list[list[np.ndarray]], origin: str | None) -> dict[str, str]:
+def inputs_files(model_name: str, samples: list[list[np.ndarray]],
+                 origin: str | None) -> dict[str, str]:
     ctx = dict(model_name=model_name, origin=origin,
                samples=[[_Code(c_bytes(x)) for x in sample] for sample in samples])
     return {

@@ -248,6 +248,19 @@ def test_info_prints_names_escaped_and_non_utf8_file_names(tmp_path):
     assert re.match(r"model m(\\xff|\ufffd)\\x1b\[2J  sha256", out), out
 
 
+def test_warning_naming_a_model_input_is_one_clean_line(tmp_path):
+    """Float inputs clamped to an int8 input's range: the warning quotes the input's name."""
+    names = [FORGE] + [f"t{i}" for i in range(1, 11)]
+    model = tmp_path / "m.tflite"
+    model.write_bytes(_tiny_cnn(names))
+    np.save(tmp_path / "x.npy", np.full((1, 8, 8, 1), 1e6, np.float32))
+    r = _run_cli("run", str(model), "--input", str(tmp_path / "x.npy"))
+    err = r.stderr.decode("utf-8")
+    assert r.returncode == 0, err
+    assert err.count("\n") == 1 and err.startswith("kiln: warning: input 'n\\x0akiln: error"), err
+    assert "\x1b" not in err and "\r" not in err
+
+
 # --- templates: fail closed, and hostile boards --------------------------------------------
 
 def _report(name: str) -> dict:
