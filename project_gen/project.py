@@ -35,6 +35,7 @@ from . import render
 from .boards import Board, get_board
 from .console import RunResult, to_result
 from kiln.compiler.inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
+from kiln.compiler.limits import check_firmware_limits
 from .qemu import ICOUNT_SHIFT, run_elf, ticks_to_instructions
 from .render import model_name
 from .sizes import SizeReport, check_fits, linker_overflows, overflow_error, size_report
@@ -626,6 +627,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         if inputs is None:
             inputs, inputs_origin = random_inputs(specs), f"random, seed {DEFAULT_SEED}"
         samples = split_samples(inputs, specs)
+    check_firmware_limits(report, mode, board)     # I/O counts, layers, arena: before any build
     _check_fits(report, board, samples)
 
     build_id = _build_id(art.files, board, mode)
