@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kiln.compiler.errors import BoardError
 from kiln.compiler.fsutil import read_regular_file
+from kiln.compiler.limits import RPC_MAX_STRING
 from kiln.compiler.paths import boards_dir
 
 # gcc flags per core. The M55's FPU and MVE come with -mcpu; the others name
@@ -163,7 +164,9 @@ class Board:
 
 U32_MAX = 2**32 - 1
 MAX_BOARD_FILE_BYTES = 64 * 1024
-NAME_MAX = 48                     # board names: file names, C strings, Make variables
+# Board names: file names, C strings, Make text; and sent whole in the RPC identity block,
+# whose strings are cut at RPC_MAX_STRING bytes (the host compares the board name).
+NAME_MAX = RPC_MAX_STRING
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*\Z")
 DESCRIPTION_MAX = 200
 REGION_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}\Z")   # a linker MEMORY name
