@@ -8,8 +8,8 @@ its try, so a Ctrl-C at any instant once Python runs kiln's code ends kiln with 
 ("kiln: interrupted") and exit code 130, as a shell reports a process killed by SIGINT.
 (Python's own start-up, the few milliseconds before it runs this module, is out of
 kiln's reach.) Child processes (make, gcc, QEMU) share kiln's process group and get the
-terminal's SIGINT too; subprocess.run kills any that outlive it, and staging folders are
-removed as the KeyboardInterrupt unwinds (kiln.compiler.fsutil.staging_dir).
+terminal's SIGINT too, and any still running are ended here; staging folders are removed
+as the KeyboardInterrupt unwinds (kiln.compiler.fsutil.staging_dir).
 """
 
 import os
@@ -23,6 +23,20 @@ def _say_interrupted() -> None:
     try:
         os.write(2, b"kiln: interrupted\n")     # no buffers: safe in a signal handler
     except OSError:
+        pass
+
+
+def _end_children() -> None:
+    """End what kiln started and is still running: a SIGINT sent to kiln alone leaves
+    make's gcc or a worker's QEMU running (kiln.compiler.processes). Nothing was started
+    if kiln.compiler is not imported yet, and importing it now would only take time."""
+    if "kiln.compiler" not in sys.modules:
+        return
+    try:
+        from kiln.compiler.processes import end_descendants
+
+        end_descendants()
+    except Exception:       # best effort: the interrupt is what gets reported
         pass
 
 
@@ -47,10 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             from kiln.compiler.cli import main as cli_main
 
-            code = cli_main(argv)
+            code = cli_main(argv)       # reports a Ctrl-C in a command itself: 130
         except KeyboardInterrupt:
             _say_interrupted()
             code = EXIT_INTERRUPTED
+        if code == EXIT_INTERRUPTED:
+            _end_children()
         _quiet_teardown()
         return code
     except KeyboardInterrupt:       # a second Ctrl-C while the first was being reported

@@ -76,8 +76,7 @@ class Records:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 _end_last_line(self.path)
-                with open(self.path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(entry, sort_keys=True) + "\n")
+                _append_line(self.path, json.dumps(entry, sort_keys=True) + "\n")
 
     def measured(self, board: str) -> set[tuple[str, str]]:
         """(workload key, knobs id) pairs already measured on `board`, whatever the result."""
@@ -106,6 +105,20 @@ class Records:
         """(workload key, knobs id) → median cycles of the "ok" records on `board`."""
         return {(e["workload"], knobs_id(e["knobs"])): e["cycles"]["median"]
                 for e in self.entries if e["board"] == board and e["status"] == "ok"}
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append `line` with one write() on an O_APPEND descriptor: a Ctrl-C lands before
+    or after it, never inside, and lines of two kiln processes appending to one file do
+    not interleave (a buffered text file may split a long line into several writes)."""
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0),
+                 0o666)
+    try:
+        while data:                     # a regular file takes it whole; loop regardless
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def _end_last_line(path: Path) -> None:

@@ -8,7 +8,7 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -17,6 +17,7 @@ from ..frontend import as_graph
 from ..errors import FitError, InputError
 from ..ir import Graph
 from ..passes import optimize as optimize_graph
+from ..processes import descendants, end_descendants
 from .measure import (Batch, Measurement, MeasureOptions, make_batch, measure_batch,
                       summary, toolchain_version)
 from .records import Records
@@ -127,6 +128,17 @@ def _fitting_batches(items: list[tuple[Workload, dict]], target, flash: int | No
     return first + second, first_unfit + second_unfit
 
 
+def _end_workers(futures: list[Future], keep: frozenset[int]) -> None:
+    """End the builds and QEMU instances the running batches started, until every batch
+    has returned: a worker between two steps may start another one after a first sweep.
+    Each worker then fails on its dead child and removes its temporary project."""
+    while True:
+        end_descendants(keep)
+        _, running = wait(futures, timeout=0.2)
+        if not running:
+            return
+
+
 def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None = None,
          progress: Callable[[TuneProgress], None] | None = None,
          model_name: str | None = None) -> TuneSummary:
@@ -181,6 +193,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         searches[w.key] = s
 
     lock = threading.Lock()
+    stop = threading.Event()       # set on Ctrl-C: workers record and start nothing more
     problems: list[str] = []
     state = {"done": 0, "timed": 0, "batches": 0}   # candidates done and timed, builds
     total = sum(s.remaining() for s in searches.values())
@@ -213,6 +226,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         else:
             entry["detail"] = m.detail
         with lock:
+            if stop.is_set():      # a worker's link was cut by the interrupt: no result
+                return
             records.append(entry)
             searches[m.workload.key].report(m.knobs, entry["cycles"]["median"]
                                             if m.status == "ok" else None)
@@ -229,6 +244,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
 
     def measure(batch: Batch) -> float:
         with lock:
+            if stop.is_set():
+                return 0.0
             state["batches"] += 1
         if not ports:
             return measure_batch(batch, target, options.measure, on_result)
@@ -254,7 +271,10 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
             return sum(run_batch(make_batch(part, target, KILN_VERSION))
                        for part in (batch.candidates[:half], batch.candidates[half:]))
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    before = frozenset(descendants())      # a library caller's own processes: kept
+    pool = ThreadPoolExecutor(max_workers=workers)
+    futures: list[Future] = []
+    try:
         while True:
             items = [(w, k) for w in workloads for k in searches[w.key].next_round()]
             if not items:
@@ -271,6 +291,16 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
                 s = searches[w.key]
                 if any(w.key == item[0].key for item in items):
                     s.end_round()
+    except BaseException as exc:
+        # An error ends the run once the running batches are done (their results are
+        # recorded, for the next run); Ctrl-C ends them too, at once.
+        pool.shutdown(wait=False, cancel_futures=True)   # batches not started never start
+        if not isinstance(exc, Exception):
+            stop.set()
+            _end_workers(futures, before)
+        raise
+    finally:
+        pool.shutdown(wait=True)    # workers remove their temporary projects as they end
 
     results = []
     for w in workloads:

@@ -1,0 +1,65 @@
+"""Ending the processes kiln started (make, gcc, QEMU) when it is interrupted.
+
+A Ctrl-C at a terminal reaches kiln's whole process group, so its children stop with
+it. A SIGINT sent to kiln alone (`kill -INT`, an IDE's stop button, a Python caller's
+KeyboardInterrupt) does not: subprocess.run kills the child it waits for, but not that
+child's own children (gcc under make, cc1 under gcc), and worker threads' children
+(`kiln tune`'s builds and QEMU instances) are not waited for by the interrupted thread at
+all. These helpers find them through /proc (Linux; elsewhere they find nothing and the
+caller falls back to waiting).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+
+def descendants(pid: int | None = None, skip: frozenset[int] = frozenset()) -> set[int]:
+    """The live processes below `pid` (default: this process), at any depth, leaving out
+    the processes in `skip` and everything below them."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            # "pid (comm) state ppid …": comm may hold spaces and ')', so split after the
+            # last ')'.
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue                    # the process ended while this loop ran
+        children.setdefault(ppid, []).append(int(name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found and child not in skip:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def end_processes(pids: set[int]) -> None:
+    """SIGKILL each of `pids` (their outputs go to staging or temporary folders that are
+    removed anyway, so there is nothing for them to finish cleanly)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_descendants(keep: frozenset[int] = frozenset()) -> int:
+    """End every process below this one except those in `keep` and below them (the
+    processes that existed before the interrupted work started: a library caller's
+    own); returns how many were signalled."""
+    pids = descendants(skip=keep)
+    end_processes(pids)
+    return len(pids)
