@@ -382,3 +382,18 @@ def test_hostile_model_file_name_builds_and_creates_nothing(tmp_path):
                        env=dict(os.environ, HOME=str(tmp_path)), timeout=120)
     assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
     assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_flash_command_gets_quoted_paths_and_port(tmp_path):
+    """`kiln tune --flash-command`: kiln substitutes paths and the port into the user's
+    shell line; a space, `;` or `$(...)` in them stays part of one argument."""
+    from types import SimpleNamespace
+
+    from kiln.compiler.tune.measure import _flash
+
+    project = tmp_path / "a b; touch PWNED; $(touch PWNED2) '"
+    (project / "build").mkdir(parents=True)
+    (project / "build" / "firmware.elf").write_bytes(b"")
+    port = "/dev/tty; touch PWNED3"
+    _flash(f'test -f {{elf}} && test {{port}} = "{port}"', SimpleNamespace(path=project), port)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [project.name]

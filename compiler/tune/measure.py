@@ -28,6 +28,7 @@ import numpy as np
 from ..artifact import Artifact
 from ..codegen.lowering import Target
 from ..errors import BuildError, DeviceError
+from ..escape import shell_word
 from .firmware import Variant, tuning_artifact
 from .workloads import Workload, knobs_id
 
@@ -126,8 +127,11 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
 
 def _flash(command: str, project, port: str) -> None:
     build = project.path / "build"
-    cmd = command.format(elf=build / "firmware.elf", bin=build / "firmware.bin",
-                         hex=build / "firmware.hex", port=port)
+    # The command is the user's shell line; what kiln puts in it (paths under a temporary
+    # or --keep folder, the port) is quoted, so a space or `;` in it stays one argument.
+    cmd = command.format(elf=shell_word(build / "firmware.elf"),
+                         bin=shell_word(build / "firmware.bin"),
+                         hex=shell_word(build / "firmware.hex"), port=shell_word(port))
     done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
     if done.returncode != 0:
         raise BuildError(f"flash command failed ({done.returncode}): {cmd}\n"
