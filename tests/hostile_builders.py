@@ -10,7 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from tflite_builder import OpSpec, TensorSpec, bias_spec, build_model, single_op_model, weight_spec
+from tflite_builder import (OpSpec, TensorSpec, bias_spec, build_model, const, single_op_model,
+                           weight_spec)
 
 
 def _act(shape: Sequence[int], scale: float = 0.1, zero_point: int = 0) -> TensorSpec:
@@ -62,3 +63,9 @@ def live_outputs_model(n: int, shape: Sequence[int]) -> bytes:
     tensors = [_act(shape)] + [_act(shape) for _ in range(n)]
     ops = [OpSpec("RELU", [0], [1 + i]) for i in range(n)]
     return build_model(ops, tensors, [0], list(range(1, n + 1)))
+
+
+def mean_model(out_scale: float) -> bytes:
+    """MEAN over axes 0 and 2 (keep_dims) of a 6x2x5x2 input of scale 0.0227."""
+    return single_op_model("MEAN", [_act((6, 2, 5, 2), 0.0227, -85), const([0, 2])],
+                           [_act((1, 2, 1, 2), out_scale, 6)], {"keep_dims": True})

@@ -22,7 +22,8 @@ from kiln.compiler.errors import ModelError
 from kiln.compiler.host_build import build_executable
 
 from conftest import require_tool, run_sanitized_c
-from hostile_builders import fc_model, live_outputs_model, pool_model, unary_model, window_model
+from hostile_builders import (fc_model, live_outputs_model, mean_model, pool_model, unary_model,
+                              window_model)
 
 
 def _refused(data: bytes, *phrases: str) -> str:
@@ -46,6 +47,13 @@ def test_max_pool_whose_element_count_wraps_is_refused(dims):
     """The product wrapped to 0 in the reader's int64 check: the model compiled with a
     tiny arena and the kernel wrote gigabytes past it (SIGSEGV)."""
     _refused(pool_model(dims, dims), "tensor 0", "elements")
+
+
+def test_zero_size_activation_is_refused():
+    """A VALID 2x2 average pool over a 1-wide input has a 0-wide output: it compiled and
+    the kernel refused it at run time (fuzz finding; every kernel refuses dims < 1)."""
+    _refused(pool_model((2, 2, 1, 6), (2, 1, 0, 6), op="AVERAGE_POOL_2D", filter_height=2,
+                        filter_width=2, stride_h=3, stride_w=2), "[2, 1, 0, 6] is empty")
 
 
 def test_absurd_rank_is_refused():
@@ -141,6 +149,12 @@ def test_weight_zero_point_outside_int8_is_refused(zero_point):
     """2^62 and -2^63 raised OverflowError in conv.py; 1000 compiled and the kernel
     refused it at run time (status 1)."""
     _refused(fc_model(zero_point), "tensor 1", f"zero point {zero_point}", "int8")
+
+
+def test_mean_scale_ratio_beyond_int32_multiplier_is_refused():
+    """An output scale of 1.2e-38 makes input/output scale ~2^120: it compiled and the
+    kernel refused the shift at run time (fuzz finding)."""
+    _refused(mean_model(1.2e-38), "MEAN", "2^30 or more")
 
 
 # --- the arena -------------------------------------------------------------------------

@@ -34,6 +34,13 @@ def check_supported(graph: Graph) -> None:
         if op.type not in _PASS_THROUGH_FLOAT and any(t.dtype == "float32" for t in activations):
             float_ops.append(f"op {op.index} {op.type}")
             continue
+        # A zero-size activation: every kernel refuses dims < 1 at run time, so it is
+        # refused here, for every op at once, where the message can say which tensor.
+        empty = [t for t in activations if t.size == 0]
+        if empty:
+            problems.setdefault((op.type, f"{signature}: tensor {empty[0].name} "
+                                 f"{list(empty[0].shape)} is empty"), []).append(op.index)
+            continue
         reg = LOWERINGS.get(op.type)
         if reg is None:
             problems.setdefault((op.type, f"{signature}: op not supported"), []).append(op.index)

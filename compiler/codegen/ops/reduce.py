@@ -143,6 +143,12 @@ def _check(ctx: LowerCtx) -> str | None:
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     if count > MAX_COUNT:
         return f"reduces {count} elements per output (at most {MAX_COUNT})"
+    if ctx.op.type in ("MEAN", "SUM"):
+        # kiln_reduce_sum_requant_s8 shifts left by at most 30 (kiln_requantize's range).
+        _, shift = mean_multiplier(qparams(x)[0], qparams(y)[0], count, ctx.op.type == "MEAN")
+        if shift > 30:
+            return (f"input scale / output scale = {qparams(x)[0] / qparams(y)[0]:.3g} is "
+                    "2^30 or more: no int32 requantization multiplier holds it")
     if ctx.op.type == "REDUCE_MAX":
         (s_in, z_in), (s_out, z_out) = qparams(x), qparams(y)
         if np.float32(s_in) != np.float32(s_out) or z_in != z_out:
