@@ -7,42 +7,107 @@ An input file must be a .npy array of numbers: pickled objects are never loaded
 
 from __future__ import annotations
 
+import io
+import math
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from .errors import InputError
+from .fsutil import read_regular_file
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"          # an .npz is a zip archive
+# The largest .npy kiln reads (an input or a calibration set): the file is read whole and
+# copied once into its array, so the peak is twice this.
+MAX_ARRAY_BYTES = 2 << 30
+# The header is a Python literal numpy parses; real ones are ~128 bytes. A longer one is
+# refused before it is parsed (deep nesting, huge shapes).
+MAX_NPY_HEADER = 4096
+MAX_NPY_RANK = 32                   # numpy's own limit is 64; tensors have a handful of axes
+
+
+class NotNpyError(InputError):
+    """A file that is not a .npy array kiln reads; `reason` says what it is instead."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} is not a .npy array file: {reason}")
+        self.reason = reason
+
+
+def read_npy(path: str | Path, what: str = "input") -> np.ndarray:
+    """The array in the .npy file `path`, checked before anything is allocated.
+
+    The file must be a regular file of at most MAX_ARRAY_BYTES (a FIFO, a device or
+    /dev/zero is refused unread; `what` names the file's role then). Its header must be
+    a .npy 1.0/2.0 header of bounded length, holding a scalar dtype (never objects,
+    which would mean unpickling) and a shape whose bytes are exactly the data that
+    follows: a header claiming terabytes in a small file is refused, not allocated.
+    Fortran order and any byte order are fine (the array comes back in native order).
+    Format problems are a NotNpyError naming the file.
+    """
+    path = Path(path)
+    data = read_regular_file(path, what, MAX_ARRAY_BYTES)
+    if not data.startswith(_NPY_MAGIC):
+        raise NotNpyError(path, "it is an .npz archive (give one .npy file per input)"
+                          if data.startswith(_ZIP_MAGIC) else
+                          "it is empty" if not data else "it is in another format")
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            raise NotNpyError(path, f"it is .npy format version {version[0]}.{version[1]}, "
+                                    f"kiln reads 1.0 and 2.0")
+        length_bytes = 2 if version == (1, 0) else 4
+        header_len = int.from_bytes(data[8:8 + length_bytes], "little")
+        if header_len > MAX_NPY_HEADER:
+            raise NotNpyError(path, f"its header claims {header_len:,} bytes (real ones "
+                                    f"are a few hundred)")
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                       np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f, max_header_size=MAX_NPY_HEADER)
+    except NotNpyError:
+        raise
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError, EOFError,
+            OverflowError) as e:       # whatever a hostile header makes numpy's parser raise
+        raise NotNpyError(path, f"its header is damaged ({_first_line(e)})") from None
+    if dtype.hasobject:
+        raise NotNpyError(path, "it holds Python objects, which kiln does not unpickle")
+    if dtype.fields is not None or dtype.subdtype is not None:
+        # Records and sub-arrays are not tensors; other scalar dtypes (strings, dates)
+        # load, and the caller's dtype check names them against what the model takes.
+        raise NotNpyError(path, f"its dtype {dtype} is a record, not one number per element")
+    if len(shape) > MAX_NPY_RANK:
+        raise NotNpyError(path, f"its header gives {len(shape)} dimensions (kiln reads at "
+                                f"most {MAX_NPY_RANK})")
+    if any(d < 0 for d in shape):
+        raise NotNpyError(path, f"its header gives a negative dimension: shape {shape}")
+    if math.prod(d for d in shape if d) * dtype.itemsize > MAX_ARRAY_BYTES:
+        # Even with a 0 axis (no data), axes this long overflow numpy's index type.
+        raise NotNpyError(path, f"its header gives shape {list(shape)}, more than kiln "
+                                f"reads ({MAX_ARRAY_BYTES:,} bytes)")
+    offset = f.tell()
+    claimed = math.prod(shape) * dtype.itemsize        # Python ints: no overflow
+    if claimed != len(data) - offset:
+        raise NotNpyError(path, f"it is damaged: its header says {list(shape)} {dtype} "
+                                f"({claimed:,} bytes of data), the file holds "
+                                f"{len(data) - offset:,}")
+    flat = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset)
+    array = flat.reshape(shape, order="F" if fortran else "C")
+    return array.astype(dtype.newbyteorder("="))     # a writable copy in native byte order
+
+
+def _first_line(e: BaseException) -> str:
+    """numpy's reason, short and printable (it may quote the file's own header bytes)."""
+    lines = str(e).strip().splitlines()
+    text = lines[0] if lines else type(e).__name__
+    return "".join(c if c.isprintable() and c.isascii() else "?" for c in text[:80])
 
 
 def read_input(path: str | Path) -> np.ndarray:
-    """The array in the .npy file `path`; InputError if it is not one.
-
-    Format problems (empty, truncated, another format, an .npz archive, a
-    pickled object array) say "is not a .npy array file"; a missing or
-    unreadable file keeps the operating system's reason.
-    """
-    path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(len(_NPY_MAGIC))
-            if magic != _NPY_MAGIC:
-                kind = ("an .npz archive (give one .npy file per input)"
-                        if magic.startswith(_ZIP_MAGIC) else
-                        "empty" if not magic else "in another format")
-                raise InputError(f"{path} is not a .npy array file: it is {kind}")
-            f.seek(0)
-            try:
-                return np.lib.format.read_array(f, allow_pickle=False)
-            except (ValueError, EOFError) as e:
-                reason = ("it holds Python objects, which kiln does not unpickle"
-                          if "allow_pickle" in str(e) else f"it is damaged ({e})")
-                raise InputError(f"{path} is not a .npy array file: {reason}") from None
-    except (IsADirectoryError, FileNotFoundError, PermissionError) as e:
-        raise InputError(f"cannot read {path}: {e.strerror}") from None
+    """The array in the .npy file `path`; InputError if it is not one (see read_npy)."""
+    return read_npy(path, "input")
 
 
 def read_inputs(paths: Sequence[str | Path]) -> list[np.ndarray]:

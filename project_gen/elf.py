@@ -11,11 +11,14 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiln.compiler.errors import BuildError
+from kiln.compiler.errors import BuildError, InputError
+from kiln.compiler.fsutil import read_regular_file
 
 SHF_ALLOC = 0x2
 SHT_SYMTAB = 2
 SHT_NOBITS = 8
+MAX_ELF_BYTES = 256 << 20    # firmware for a microcontroller; a host build is a few MB
+MAX_SYMBOLS = 1 << 20        # symbol table entries read at most (firmware has thousands)
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,21 @@ class Elf:
 
 
 def read_elf(path: str | Path) -> Elf:
-    data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF" or data[5] != 1:
+    """Sections and symbols of the ELF at `path`: a regular file of bounded size whose
+    every offset is checked (BuildError naming the file for a truncated or damaged one)."""
+    try:
+        data = read_regular_file(path, "firmware", MAX_ELF_BYTES)
+    except InputError as e:
+        raise BuildError(str(e)) from None
+    if len(data) < 0x40 or data[:4] != b"\x7fELF" or data[5] != 1:
         raise BuildError(f"{path}: not a little-endian ELF file")
+    try:
+        return _parse(data)
+    except (struct.error, IndexError, ValueError) as e:   # offsets past the end, no NUL
+        raise BuildError(f"{path}: damaged ELF file ({e})") from None
+
+
+def _parse(data: bytes) -> Elf:
     is64 = data[4] == 2
     if is64:
         shoff, = struct.unpack_from("<Q", data, 0x28)
@@ -81,6 +96,8 @@ def read_elf(path: str | Path) -> Elf:
             continue
         names_off = raw[h[6]][4]
         entsize = h[9]
+        if entsize < (24 if is64 else 16) or h[5] // entsize > MAX_SYMBOLS:
+            raise ValueError(f"symbol table of {h[5]:,} bytes in entries of {entsize}")
         for off in range(h[4], h[4] + h[5], entsize):
             if is64:
                 st_name, _info, _other, _shndx, value, size = struct.unpack_from("<IBBHQQ", data, off)

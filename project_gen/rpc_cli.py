@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
-from kiln.compiler.cli_args import positive_float, positive_int
+from kiln.compiler.cli_args import positive_float, repeat_count
 from kiln.compiler.cache import cache_dir, cached_entry
 from kiln.compiler.errors import InputError, KilnError
 from kiln.compiler.compile import tuning_note
@@ -48,7 +48,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="a .tflite model, or a host-driven project directory")
     p.add_argument("--board", "-b", default="host", help="board name (see `kiln boards`)")
     p.add_argument("--json", metavar="F", help="also write the profile as JSON")
-    p.add_argument("--repeat", type=positive_int, default=10,
+    p.add_argument("--repeat", type=repeat_count, default=10,
                    help="timed whole-model runs to compare the layer sum against")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")

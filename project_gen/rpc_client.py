@@ -27,7 +27,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from kiln.compiler.errors import DeviceError, KilnError, TransportError
+from kiln.compiler.errors import DeviceError, InputError, KilnError, TransportError
+from kiln.compiler.limits import RPC_MAX_STRING
 
 from .rpc_frame import (
     MAGIC, PROTOCOL_VERSION, RESPONSE_BIT, STATUS_TEXT, BadFrame, Cmd,
@@ -36,6 +37,73 @@ from .rpc_frame import (
 from .transport import Transport
 
 LONG_COMMANDS = frozenset({Cmd.RUN, Cmd.TIME, Cmd.PROFILE, Cmd.TUNE_RUN})
+
+# Limits of the wire format (crt/rpc/kiln_rpc_wire.h, kiln_rpc_tune.h) a reply must keep;
+# the others are in kiln.compiler.limits.
+MIN_DEVICE_PAYLOAD = 256       # KILN_RPC_MIN_PAYLOAD: the identity block must fit
+MAX_TUNE_BUFFERS = 8           # KILN_TUNE_MAX_BUFFERS
+SATURATED_U32 = 0xFFFF_FFFF    # a PROFILE layer's ticks saturate here: the true count is lost
+WRAPPED_TICKS = 1 << 63        # a u64 tick difference this large is a timer that ran backwards
+
+
+class Reply:
+    """A response payload read field by field, after its status byte.
+
+    Every read is checked against the payload's length and every value a caller
+    checks against its range, so a short, long or impossible reply is one DeviceError
+    naming the command and the defect: never a struct.error, and never a figure the
+    device cannot have measured printed as if it were one.
+    """
+
+    def __init__(self, cmd: int, payload: bytes) -> None:
+        self.cmd = cmd
+        self.data = payload
+        self.at = 1
+
+    def error(self, defect: str) -> DeviceError:
+        return malformed(self.cmd, defect)
+
+    def check(self, ok: bool, defect: str) -> None:
+        if not ok:
+            raise self.error(defect)
+
+    def fields(self, fmt: str, what: str) -> tuple[int, ...]:
+        """The little-endian fields `fmt` (struct codes) at the cursor, named `what`."""
+        size = struct.calcsize("<" + fmt)
+        self.check(self.at + size <= len(self.data),
+                   f"{len(self.data)} bytes, too short for its {what}")
+        values = struct.unpack_from("<" + fmt, self.data, self.at)
+        self.at += size
+        return values
+
+    def string(self, what: str, max_len: int) -> str:
+        """A u8 length and that many bytes of UTF-8 text, printable (it reaches messages
+        and tables on the terminal)."""
+        (n,) = self.fields("B", f"{what} length")
+        self.check(n <= max_len, f"its {what} is {n} bytes, more than {max_len}")
+        self.check(self.at + n <= len(self.data), f"its {what} runs past the end")
+        text = self.data[self.at: self.at + n].decode("utf-8", "replace")
+        self.at += n
+        self.check(text.isprintable(), f"its {what} {text!r} holds control characters")
+        return text
+
+    def end(self) -> None:
+        self.check(self.at == len(self.data),
+                   f"{len(self.data) - self.at} byte(s) after its last field")
+
+
+def malformed(cmd: int, defect: str) -> DeviceError:
+    """The one error for a reply that breaks the protocol: which command, what is wrong."""
+    return DeviceError(f"the device sent a malformed {_cmd_name(cmd)} reply: {defect} "
+                       f"(other firmware, or a damaged build?)")
+
+
+def _check_arg(value: int, bits: int, what: str, lo: int = 0) -> int:
+    """A request field: InputError (not a struct.error) when it does not fit its width."""
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value < 1 << bits:
+        raise InputError(f"{what} must be a whole number in [{lo}, {(1 << bits) - 1}], "
+                         f"got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -80,22 +148,25 @@ class DeviceInfo:
         return bool(self.flags & 0x04)
 
     @classmethod
-    def parse(cls, data: bytes) -> DeviceInfo:
+    def parse(cls, data: bytes, cmd: int = Cmd.HELLO) -> DeviceInfo:
+        """The identity block `data` (a HELLO/INFO payload after its status byte)."""
         if len(data) < 26 or data[:4] != MAGIC:
-            raise DeviceError(f"the device answered HELLO without kiln's identity block "
-                              f"(got {data[:16]!r}): other firmware?")
+            raise DeviceError(f"the device answered {_cmd_name(cmd)} without kiln's identity "
+                              f"block (got {data[:16]!r}): other firmware?")
+        r = Reply(cmd, b"\x00" + data)
+        r.at += 4
         version, flags, max_payload, tick_hz, arena, n_in, n_out, n_layers, n_var, token = \
-            struct.unpack_from("<BBHIIBBHHI", data, 4)
+            r.fields("BBHIIBBHHI", "identity block")
         if version != PROTOCOL_VERSION:
             raise DeviceError(f"the device speaks kiln RPC protocol {version}, this kiln speaks "
                               f"{PROTOCOL_VERSION}: rebuild and flash the firmware")
-        strings = []
-        at = 26
-        for _ in range(4):
-            if at >= len(data) or at + 1 + data[at] > len(data):
-                raise DeviceError("truncated identity block from the device")
-            strings.append(data[at + 1: at + 1 + data[at]].decode("utf-8", "replace"))
-            at += 1 + data[at]
+        r.check(max_payload >= MIN_DEVICE_PAYLOAD,
+                f"max payload {max_payload}, less than the protocol's {MIN_DEVICE_PAYLOAD}")
+        r.check(tick_hz > 0, "a tick rate of 0 Hz")
+        r.check(n_var == 0 or flags & 0x01, f"{n_var} tuning variants without a tuning table")
+        strings = [r.string(what, RPC_MAX_STRING)
+                   for what in ("board name", "build id", "model name", "model hash")]
+        r.end()
         return cls(version, flags, max_payload, tick_hz, arena, n_in, n_out, n_layers, n_var,
                    token, *strings)
 
@@ -432,7 +503,7 @@ class RpcClient:
         token = random.randrange(1, 1 << 32)
         reply = self.call(Cmd.HELLO, struct.pack("<IH", token, self.options.max_payload),
                           response_bytes=240, give_up_at=give_up_at)
-        info = DeviceInfo.parse(reply.payload[1:])
+        info = DeviceInfo.parse(reply.payload[1:], Cmd.HELLO)
         if info.session_token != token:
             raise DeviceError("the device answered HELLO with another session's token")
         self.device = info
@@ -440,75 +511,143 @@ class RpcClient:
         return info
 
     def info(self) -> DeviceInfo:
-        return DeviceInfo.parse(self.call(Cmd.INFO, response_bytes=240).payload[1:])
+        return DeviceInfo.parse(self.call(Cmd.INFO, response_bytes=240).payload[1:], Cmd.INFO)
 
     def echo(self, data: bytes) -> bytes:
-        return self.call(Cmd.ECHO, data, response_bytes=len(data) + 1).payload[1:]
+        """The device's copy of `data`; DeviceError if it came back different."""
+        r = self.call(Cmd.ECHO, data, response_bytes=len(data) + 1).payload[1:]
+        if r != bytes(data):
+            raise malformed(Cmd.ECHO, f"{len(r)} bytes back for {len(data)} sent"
+                            if len(r) != len(data) else "the bytes came back different")
+        return r
+
+    def _arena(self) -> int | None:
+        return self.device.arena_bytes if self.device else None
+
+    def _buffer(self, r: Reply, size: int, offset: int, what: str) -> None:
+        """A buffer the device describes must lie inside the arena it declared."""
+        arena = self._arena()
+        r.check(arena is None or size + offset <= arena,
+                f"{what} of {size:,} bytes at offset {offset:,} lies outside the "
+                f"{arena:,}-byte arena")
 
     def tensor(self, space: int, index: int, variant: int = 0) -> TensorInfo:
-        r = self.call(Cmd.TENSOR, struct.pack("<BBH", space, index, variant)).payload
-        size, offset, writable = struct.unpack_from("<IIB", r, 1)
+        request = struct.pack("<BBH", _check_arg(space, 8, "space"), _check_arg(index, 8, "index"),
+                              _check_arg(variant, 16, "variant"))
+        r = Reply(Cmd.TENSOR, self.call(Cmd.TENSOR, request).payload)
+        size, offset, writable = r.fields("IIB", "size, offset and flag")
+        r.end()
+        r.check(writable in (0, 1), f"writable flag {writable} (0 or 1)")
+        self._buffer(r, size, offset, f"tensor {index} of space {space}")
         return TensorInfo(size, offset, bool(writable))
 
     def write(self, space: int, index: int, offset: int, data: bytes, variant: int = 0) -> None:
-        self.call(Cmd.WRITE, struct.pack("<BBHI", space, index, variant, offset) + data)
+        request = struct.pack("<BBHI", _check_arg(space, 8, "space"), _check_arg(index, 8, "index"),
+                              _check_arg(variant, 16, "variant"), _check_arg(offset, 32, "offset"))
+        Reply(Cmd.WRITE, self.call(Cmd.WRITE, request + data).payload).end()
 
     def read(self, space: int, index: int, offset: int, length: int, variant: int = 0) -> bytes:
-        r = self.call(Cmd.READ, struct.pack("<BBHIH", space, index, variant, offset, length),
-                      response_bytes=length + 1).payload[1:]
+        request = struct.pack("<BBHIH", _check_arg(space, 8, "space"), _check_arg(index, 8, "index"),
+                              _check_arg(variant, 16, "variant"), _check_arg(offset, 32, "offset"),
+                              _check_arg(length, 16, "length"))
+        r = self.call(Cmd.READ, request, response_bytes=length + 1).payload[1:]
         if len(r) != length:
-            raise DeviceError(f"READ returned {len(r)} bytes, asked for {length}")
+            raise malformed(Cmd.READ, f"{len(r)} bytes, asked for {length}")
         return r
 
     def run(self, input_crc: int | None, timeout: float | None = None) -> RunReply:
         flags = 0 if input_crc is None else 0x01
-        r = self.call(Cmd.RUN, struct.pack("<B3xI", flags, input_crc or 0), timeout=timeout).payload
-        _rc, ticks, out_crc = struct.unpack_from("<iQI", r, 1)
+        crc = _check_arg(input_crc or 0, 32, "input CRC-32")
+        r = Reply(Cmd.RUN, self.call(Cmd.RUN, struct.pack("<B3xI", flags, crc),
+                                     timeout=timeout).payload)
+        rc, ticks, out_crc = r.fields("iQI", "return code, ticks and output CRC-32")
+        r.end()
+        r.check(rc == 0, f"status OK with return code {rc}")
+        r.check(ticks < WRAPPED_TICKS, f"{ticks:,} ticks: the device's timer wrapped")
         return RunReply(ticks, out_crc)
 
-    @staticmethod
-    def _timing(payload: bytes) -> Timing:
-        _rc, done, total, lo, hi, hz, overhead = struct.unpack_from("<iIQQQII", payload, 1)
+    def _timing(self, r: Reply, repeat: int) -> Timing:
+        """The timing block of TIME / TUNE_RUN for `repeat` runs asked, checked whole:
+        each run lies in [min, max], so the total does too, times the runs."""
+        rc, done, total, lo, hi, hz, overhead = r.fields("iIQQQII", "timing block")
+        r.end()
+        r.check(rc == 0, f"status OK with return code {rc}")
+        r.check(done == repeat, f"{done:,} runs timed, {repeat:,} asked")
+        r.check(hi < WRAPPED_TICKS, f"a run of {hi:,} ticks: the device's timer wrapped")
+        r.check(lo <= hi, f"fastest run {lo:,} ticks, slowest {hi:,}")
+        r.check(lo * done <= total <= hi * done,
+                f"{total:,} ticks in total for {done:,} runs of {lo:,} to {hi:,} ticks")
+        r.check(hz > 0, "a tick rate of 0 Hz")
+        r.check(self.device is None or hz == self.device.tick_hz,
+                f"tick rate {hz:,} Hz, the handshake said {self._tick_hz():,}")
         return Timing(done, total, lo, hi, hz, overhead)
 
+    def _tick_hz(self) -> int:
+        return self.device.tick_hz if self.device else 0
+
     def time(self, repeat: int, warmup: int = 1, timeout: float | None = None) -> Timing:
-        if not 1 <= repeat <= 0xFFFFFFFF or not 0 <= warmup <= 0xFFFF:
-            raise ValueError("repeat must be in [1, 2^32), warmup in [0, 65535]")
-        return self._timing(self.call(Cmd.TIME, struct.pack("<H2xI", warmup, repeat),
-                                      timeout=timeout).payload)
+        request = struct.pack("<H2xI", _check_arg(warmup, 16, "warmup"),
+                              _check_arg(repeat, 32, "repeat", lo=1))
+        r = Reply(Cmd.TIME, self.call(Cmd.TIME, request, timeout=timeout).payload)
+        return self._timing(r, repeat)
 
     def profile(self, first: int, count: int, warmup: int = 0,
                 timeout: float | None = None) -> ProfileChunk:
-        r = self.call(Cmd.PROFILE, struct.pack("<HHH", first, count, warmup),
-                      response_bytes=24 + 4 * count, timeout=timeout).payload
-        _rc, num_layers, got_first, n, total = struct.unpack_from("<iHHHQ", r, 1)
-        ticks = list(struct.unpack_from(f"<{n}I", r, 19))
+        request = struct.pack("<HHH", _check_arg(first, 16, "first layer"),
+                              _check_arg(count, 16, "layer count"), _check_arg(warmup, 16, "warmup"))
+        r = Reply(Cmd.PROFILE, self.call(Cmd.PROFILE, request, response_bytes=24 + 4 * count,
+                                         timeout=timeout).payload)
+        rc, num_layers, got_first, n, total = r.fields("iHHHQ", "header")
+        ticks = list(r.fields(f"{n}I", f"{n} layer tick counts"))
+        r.end()
+        r.check(rc == 0, f"status OK with return code {rc}")
+        r.check(self.device is None or num_layers == self.device.num_layers,
+                f"{num_layers} layers, the handshake said "
+                f"{self.device.num_layers if self.device else 0}")
+        r.check(got_first == first, f"layers from {got_first}, asked from {first}")
+        r.check(n <= count and first + n <= num_layers,
+                f"{n} layers from {first}, asked {count} of {num_layers}")
+        r.check(total < WRAPPED_TICKS, f"{total:,} ticks in total: the device's timer wrapped")
+        for k, t in enumerate(ticks):
+            r.check(t != SATURATED_U32, f"layer {first + k} took 2^32-1 ticks or more: its "
+                                        f"count saturated and its time is lost")
+        r.check(sum(ticks) <= total, f"the layers' ticks add up to {sum(ticks):,}, more than "
+                                     f"the total {total:,}")
         return ProfileChunk(num_layers, got_first, ticks, total)
 
     def layer_name(self, index: int) -> str:
-        r = self.call(Cmd.LAYER, struct.pack("<H", index), response_bytes=260).payload
-        return r[2: 2 + r[1]].decode("utf-8", "replace")
+        r = Reply(Cmd.LAYER, self.call(Cmd.LAYER, struct.pack("<H", _check_arg(index, 16, "layer")),
+                                       response_bytes=260).payload)
+        name = r.string(f"layer {index} name", 255)
+        r.end()
+        return name
 
     def tune_info(self, variant: int) -> VariantInfo:
-        r = self.call(Cmd.TUNE_INFO, struct.pack("<H", variant), response_bytes=140).payload
-        num_variants, nb = struct.unpack_from("<HB", r, 1)
-        at = 4
+        request = struct.pack("<H", _check_arg(variant, 16, "variant"))
+        r = Reply(Cmd.TUNE_INFO, self.call(Cmd.TUNE_INFO, request, response_bytes=140).payload)
+        num_variants, nb = r.fields("HB", "variant count and buffer count")
+        r.check(variant < num_variants, f"variant {variant} of {num_variants}")
+        r.check(nb <= MAX_TUNE_BUFFERS, f"{nb} buffers, more than {MAX_TUNE_BUFFERS}")
         buffers, outputs = [], []
-        for _ in range(nb):
-            flags, size, offset = struct.unpack_from("<BII", r, at)
+        for i in range(nb):
+            flags, size, offset = r.fields("BII", f"buffer {i}")
+            r.check(flags in (0, 1), f"buffer {i} flags 0x{flags:02x}")
+            self._buffer(r, size, offset, f"buffer {i}")
             buffers.append(TensorInfo(size, offset, not flags & 0x01))
             outputs.append(bool(flags & 0x01))
-            at += 9
-        name = r[at + 1: at + 1 + r[at]].decode("utf-8", "replace")
+        name = r.string("variant name", RPC_MAX_STRING)
+        r.end()
         return VariantInfo(variant, num_variants, name, buffers, outputs)
 
     def tune_run(self, variant: int, repeat: int = 1, warmup: int = 0,
                  timeout: float | None = None) -> Timing:
-        return self._timing(self.call(Cmd.TUNE_RUN, struct.pack("<HHI", variant, warmup, repeat),
-                                      timeout=timeout).payload)
+        request = struct.pack("<HHI", _check_arg(variant, 16, "variant"),
+                              _check_arg(warmup, 16, "warmup"), _check_arg(repeat, 32, "repeat", lo=1))
+        r = Reply(Cmd.TUNE_RUN, self.call(Cmd.TUNE_RUN, request, timeout=timeout).payload)
+        return self._timing(r, repeat)
 
     def reset(self, exit_server: bool = False) -> None:
         """RESET: mode 0 ends the session and zeroes the arena; mode 1 leaves kiln_rpc_serve()."""
-        self.call(Cmd.RESET, bytes((1 if exit_server else 0,)))
+        Reply(Cmd.RESET, self.call(Cmd.RESET, bytes((1 if exit_server else 0,))).payload).end()
         self._in_session = False
 

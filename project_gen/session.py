@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 
 from kiln.compiler.errors import DeviceError, InputError
-
+from kiln.compiler.fsutil import read_regular_file
 from kiln.compiler.inputs import TensorSpec, split_samples
 from .rpc_client import (
     DeviceInfo, NoisyLinkError, RpcClient, RpcOptions, RpcStatusError, Timing, VariantInfo,
@@ -63,11 +63,20 @@ class Profile:
     tick_hz: int
 
 
+MAX_KILN_JSON_BYTES = 64 << 20    # a report lists every tensor and op: a few MB at most
+
+
 def specs_from_kiln_json(path: str | os.PathLike[str]) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    """Input and output specs from a compiled model's kiln.json."""
-    report = json.loads(Path(path).read_text())
-    return ([TensorSpec.from_report(t) for t in report["inputs"]],
-            [TensorSpec.from_report(t) for t in report["outputs"]])
+    """Input and output specs from a compiled model's kiln.json (a regular file of bounded
+    size; a report that is not JSON or lacks its tensor lists is an InputError)."""
+    data = read_regular_file(path, "kiln.json", MAX_KILN_JSON_BYTES)
+    try:
+        report = json.loads(data.decode("utf-8", "replace"))
+        return ([TensorSpec.from_report(t) for t in report["inputs"]],
+                [TensorSpec.from_report(t) for t in report["outputs"]])
+    except (ValueError, RecursionError, KeyError, TypeError, IndexError) as e:
+        raise InputError(f"{path} is not a kiln.json report kiln can read "
+                         f"({type(e).__name__}: {str(e)[:80]})") from None
 
 
 class Session:
@@ -317,6 +326,9 @@ class Session:
         """The op type of every layer, as the firmware names them (asked once, cached)."""
         if self._layer_names is None:
             self._layer_names = [self.client.layer_name(i) for i in range(self.device.num_layers)]
+        if len(self._layer_names) != self.device.num_layers:
+            raise DeviceError(f"the firmware's model has {self.device.num_layers} layers, the "
+                              f"host expects {len(self._layer_names)}: stale firmware?")
         return self._layer_names
 
     def profile(self, warmup: int = 1, timeout: float | None = None) -> Profile:
@@ -326,9 +338,12 @@ class Session:
         layers: list[LayerTicks] = []
         first = 0
         while first < n:
+            # The client checks each reply (its layer count, first layer, ticks); an empty
+            # chunk would loop forever.
             chunk = self.client.profile(first, n - first, warmup if first == 0 else 0, timeout)
-            if chunk.first != first or not chunk.ticks:
-                raise DeviceError(f"PROFILE returned layers from {chunk.first}, asked {first}")
+            if not chunk.ticks:
+                raise DeviceError(f"the device sent a malformed PROFILE reply: no layers from "
+                                  f"{first} of {n}")
             for k, ticks in enumerate(chunk.ticks):
                 layers.append(LayerTicks(first + k, names[first + k], ticks))
             first += len(chunk.ticks)

@@ -14,6 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
+from ..cli_args import positive_int
 from ..errors import InputError
 from ..ir import Graph
 from .calibrate import METHODS
@@ -34,7 +35,7 @@ def add_quantize_options(p: argparse.ArgumentParser) -> None:
                    help="one weight scale per FULLY_CONNECTED layer (default: per channel)")
     g.add_argument("--io", choices=("int8", "float"), default="int8",
                    help="model input/output type (float: QUANTIZE/DEQUANTIZE at the edges)")
-    g.add_argument("--max-samples", type=int, metavar="N",
+    g.add_argument("--max-samples", type=positive_int, metavar="N",
                    help="calibrate on at most N samples")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..arrays_io import NotNpyError, read_npy
 from ..errors import InputError
 from ..ir import Graph, Tensor
 
@@ -108,10 +109,12 @@ def calibration_arrays(graph: Graph, calibration) -> list[np.ndarray]:
 
 
 def _load_npy(path: Path) -> np.ndarray:
+    """One calibration file, read like every .npy kiln reads (arrays_io.read_npy: a
+    regular file, a sane header, no objects, no allocation beyond the file's size)."""
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise InputError(f"cannot read calibration file {path}: {e}") from None
+        return read_npy(path, "calibration file")
+    except NotNpyError as e:
+        raise InputError(f"cannot read calibration file {path}: {e.reason}") from None
 
 
 def load_calibration(graph: Graph, paths: Sequence[str | Path]) -> list[np.ndarray]:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli_args import positive_float, positive_int
+from ..cli_args import positive_float, positive_int, repeat_count, worker_count
 from ..errors import InputError
 from . import Records, TuneOptions, TuneProgress, TuneSummary, tune
 from .measure import MeasureOptions
@@ -27,10 +27,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="tuning records to append to (created if missing)")
     p.add_argument("--trials", type=positive_int, default=32,
                    help="candidates measured at most per workload (default 32)")
-    p.add_argument("--workers", type=positive_int, default=1,
+    p.add_argument("--workers", type=worker_count, default=1,
                    help="tuning firmwares built and measured in parallel (QEMU instances; "
                         "default 1)")
-    p.add_argument("--repeat", type=positive_int, default=5,
+    p.add_argument("--repeat", type=repeat_count, default=5,
                    help="timed runs per candidate, after one warm-up (default 5)")
     p.add_argument("--port", metavar="URL", action="append", default=[],
                    help="a real board's serial port (pyserial URL); repeat for several "

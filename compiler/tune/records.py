@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..fsutil import read_regular_file
 from .workloads import knobs_id
+
+# Bounds on what Records.load reads: a record is one line of ~500 bytes, and a file of
+# many tuning sessions a few MB. A larger file is refused unread; a longer line, a line
+# nested too deep for the JSON parser or holding a 5,000-digit number is not a record
+# (skipped and counted, like any line that does not parse).
+MAX_RECORDS_BYTES = 256 << 20
+MAX_RECORD_LINE = 64 << 10
+_SCALARS = (str, int, float, bool, type(None))
 
 
 @dataclass
@@ -51,20 +60,17 @@ class Records:
             raise InputError(f"{path}: no such tuning records file")
         if path.is_dir():
             raise InputError(f"{path} is a directory, not a tuning records file (.jsonl)")
+        # A FIFO, a device or /dev/zero is refused unread; so is a file past the cap.
+        data = read_regular_file(path, "tuning records file", MAX_RECORDS_BYTES)
         entries, skipped = [], 0
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    skipped += 1
-                    continue
-                if _valid(entry):
-                    entries.append(entry)
-                else:
-                    skipped += 1
+        for line in data.decode("utf-8", errors="replace").split("\n"):
+            if not line.strip():
+                continue
+            entry = _parse_line(line)
+            if entry is not None and _valid(entry):
+                entries.append(entry)
+            else:
+                skipped += 1
         return cls(path=path, entries=entries, skipped_lines=skipped)
 
     def append(self, entry: dict) -> None:
@@ -135,17 +141,38 @@ def _end_last_line(path: Path) -> None:
             f.write("\n")
 
 
+def _parse_line(line: str) -> object | None:
+    """The JSON value on one line, or None when the line cannot be a record: too long,
+    malformed, nested deeper than the parser's recursion limit (100,000 brackets), or
+    holding a number Python refuses to convert (ValueError past 4,300 digits)."""
+    if len(line) > MAX_RECORD_LINE:
+        return None
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):     # JSONDecodeError is a ValueError
+        return None
+
+
+def _count(value: object) -> bool:
+    """A cycle count: a whole number (not a bool) a 64-bit counter can hold."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+
+
 def _valid(entry: object) -> bool:
     if not isinstance(entry, dict):
         return False
+    knobs = entry.get("knobs")
     if not (isinstance(entry.get("workload"), str) and isinstance(entry.get("board"), str)
-            and isinstance(entry.get("knobs"), dict) and entry.get("status") in
+            and isinstance(knobs, dict) and entry.get("status") in
             ("ok", "mismatch", "error", "unfit")):
+        return False
+    # Knobs are flat (name → scalar): knobs_id and the code generator never see nesting.
+    if not all(isinstance(v, _SCALARS) for v in knobs.values()):
         return False
     if entry["status"] == "ok":
         c = entry.get("cycles")
-        return isinstance(c, dict) and all(isinstance(c.get(k), int) for k in
-                                           ("median", "min", "max"))
+        return (isinstance(c, dict) and all(_count(c.get(k)) for k in ("median", "min", "max"))
+                and c["min"] <= c["median"] <= c["max"])
     return True
 
 
