@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from kiln.compiler.artifact import MAX_MANIFEST_BYTES
 from kiln.compiler.errors import DeviceError, InputError
 from kiln.compiler.fsutil import read_regular_file
 from kiln.compiler.inputs import TensorSpec, split_samples
@@ -63,13 +64,10 @@ class Profile:
     tick_hz: int
 
 
-MAX_KILN_JSON_BYTES = 64 << 20    # a report lists every tensor and op: a few MB at most
-
-
 def specs_from_kiln_json(path: str | os.PathLike[str]) -> tuple[list[TensorSpec], list[TensorSpec]]:
     """Input and output specs from a compiled model's kiln.json (a regular file of bounded
     size; a report that is not JSON or lacks its tensor lists is an InputError)."""
-    data = read_regular_file(path, "kiln.json", MAX_KILN_JSON_BYTES)
+    data = read_regular_file(path, "kiln.json", MAX_MANIFEST_BYTES)
     try:
         report = json.loads(data.decode("utf-8", "replace"))
         return ([TensorSpec.from_report(t) for t in report["inputs"]],

@@ -22,6 +22,7 @@ import pytest
 from conftest import REPO
 from kiln.compiler.arrays_io import MAX_NPY_HEADER, NotNpyError, read_npy
 from kiln.compiler.cli_args import RPC_MAX_REPEAT, bounded_int, positive_float
+from kiln.compiler.errors import InputError
 from kiln.compiler.tune.records import Records
 
 KILN = Path(sys.executable).with_name("kiln")
@@ -302,3 +303,15 @@ def test_bounded_int_parser():
         with pytest.raises(argparse.ArgumentTypeError):
             positive_float(text)
     assert positive_float("0.5") == 0.5
+
+
+def test_specs_from_a_hostile_kiln_json_are_one_input_error(tmp_path):
+    from kiln.project_gen.session import specs_from_kiln_json
+
+    deep = tmp_path / "kiln.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(InputError, match="not a kiln.json report kiln can read"):
+        specs_from_kiln_json(deep)
+    deep.write_text('{"inputs": []}')
+    with pytest.raises(InputError, match="KeyError"):
+        specs_from_kiln_json(deep)
