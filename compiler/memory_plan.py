@@ -172,57 +172,62 @@ def _shift(base: int, delta: int | None, sign: int = 1) -> int | None:
     return None if delta is None else base + sign * delta
 
 
+def _best_fit(forbidden: list[tuple[float, float]]) -> int:
+    """The ALIGNed start offset in [0, inf) minus the `forbidden` closed ranges whose free
+    region is the tightest (the first such region; the top when none is bounded)."""
+    best_slack, best_start = _INF, -1
+    cursor = 0
+    for lo, hi in sorted(forbidden):
+        if lo > cursor:         # the free region [cursor, lo - 1]
+            start = _align(int(cursor))
+            end = int(lo - 1) // ALIGN * ALIGN
+            if start <= end and end - start < best_slack:
+                best_slack, best_start = end - start, start
+        cursor = max(cursor, int(hi) + 1)
+    if best_start < 0:          # no bounded region holds it: above everything
+        best_start = _align(int(cursor))
+    return best_start
+
+
 def _place(buffers: list[Buffer], rules: dict[tuple[str, str], Overlap] | None = None) -> int:
     rules = rules or {}
-    # The placed buffers alive at each step, and those whose lifetime starts at each step:
-    # the placed buffers alive during [first, last] are those alive at `first` plus those
-    # starting in (first, last], each found once, without scanning every placed buffer.
-    # (The order they are visited in does not matter: the forbidden ranges are sorted.)
-    alive_at: dict[int, list[Buffer]] = defaultdict(list)
-    starting_at: dict[int, list[Buffer]] = defaultdict(list)
+    # The placed buffers alive at each step, and those whose lifetime starts at each step,
+    # as (offset, aligned end, name): the placed buffers alive during [first, last] are
+    # those alive at `first` plus those starting in (first, last], each found once,
+    # without scanning every placed buffer. (The order they are visited in does not
+    # matter: the forbidden ranges are sorted.)
+    alive_at: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    starting_at: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
     top = 0
     for buf in buffers:
         size = _align(buf.size)
         forbidden: list[tuple[float, float]] = []   # closed integer ranges of start offsets
-        clashing = list(alive_at.get(buf.first, ()))
-        for s in range(buf.first + 1, buf.last + 1):
-            clashing += starting_at.get(s, ())
-        for p in clashing:
-            clash = (p.offset - size + 1, p.offset + _align(p.size) - 1)
-            rule = rules.get((p.name, buf.name))
-            if rule is not None:          # buf is the output: its offset = p.offset + delta
-                allowed = [(_shift(p.offset, lo), _shift(p.offset, hi)) for lo, hi in rule.allowed]
-                forbidden += _subtract(*clash, allowed)
-                continue
-            rule = rules.get((buf.name, p.name))
-            if rule is not None:          # buf is the input: its offset = p.offset - delta
-                allowed = [(_shift(p.offset, hi, -1), _shift(p.offset, lo, -1))
-                           for lo, hi in rule.allowed]
-                forbidden += _subtract(*clash, allowed)
-                continue
+        clashing = alive_at.get(buf.first, [])
+        if buf.last > buf.first:
+            clashing = list(clashing)
+            for s in range(buf.first + 1, buf.last + 1):
+                clashing += starting_at.get(s, ())
+        for p_offset, p_end, p_name in clashing:
+            clash = (p_offset - size + 1, p_end - 1)
+            if rules:
+                rule = rules.get((p_name, buf.name))
+                if rule is not None:      # buf is the output: its offset = p.offset + delta
+                    allowed = [(_shift(p_offset, lo), _shift(p_offset, hi)) for lo, hi in rule.allowed]
+                    forbidden += _subtract(*clash, allowed)
+                    continue
+                rule = rules.get((buf.name, p_name))
+                if rule is not None:      # buf is the input: its offset = p.offset - delta
+                    allowed = [(_shift(p_offset, hi, -1), _shift(p_offset, lo, -1))
+                               for lo, hi in rule.allowed]
+                    forbidden += _subtract(*clash, allowed)
+                    continue
             forbidden.append(clash)
-        # Free start offsets: [0, inf) minus the forbidden ranges, on the ALIGN grid.
-        regions: list[tuple[int, float]] = []
-        cursor = 0
-        for lo, hi in sorted(forbidden):
-            if lo > cursor:
-                regions.append((cursor, lo - 1))
-            cursor = max(cursor, int(hi) + 1)
-        regions.append((cursor, _INF))
-        best: tuple[float, int] | None = None
-        for lo, hi in regions:
-            start = _align(int(lo))
-            end = hi if hi == _INF else int(hi) // ALIGN * ALIGN
-            if start > end:
-                continue
-            slack = end - start         # best fit: the tightest free region
-            if best is None or slack < best[0]:
-                best = (slack, start)
-        buf.offset = best[1]
+        buf.offset = _best_fit(forbidden)
         top = max(top, buf.offset + size)
+        entry = (buf.offset, buf.offset + size, buf.name)
         for s in range(buf.first, buf.last + 1):
-            alive_at[s].append(buf)
-        starting_at[buf.first].append(buf)
+            alive_at[s].append(entry)
+        starting_at[buf.first].append(entry)
     return top
 
 
@@ -249,19 +254,31 @@ def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = 
     for b in buffers:   # the step buckets and check() rely on ordered lifetimes
         assert b.first <= b.last, f"{b.name} dies (step {b.last}) before it is born ({b.first})"
     rules = {(o.input, o.output): o for o in overlaps}
+    bound = lower_bound(buffers)
+    orders = _orders(buffers)
     best: tuple[int, str, dict[str, int]] | None = None
     # Greedy placement with overlaps is not always better than without: try both.
     for allowed in ([rules, {}] if rules and also_without else [rules]):
-        for order_name, order in _orders(buffers).items():
+        seen: set[tuple[int, ...]] = set()
+        for order_name, order in orders.items():
+            # Skipping an order equal to an earlier one, or stopping once a plan without
+            # overlaps reaches the bound (no plan without overlaps goes below it), changes
+            # nothing: only a strictly smaller arena replaces the best plan.
+            key = tuple(map(id, order))
+            if key in seen:
+                continue
+            seen.add(key)
             top = _place(order, allowed)
             if best is None or top < best[0]:
                 best = (top, order_name + ("" if allowed else " (no overlaps)"),
                         {b.name: b.offset for b in buffers})
+            if not allowed and top <= bound:
+                break
     top, order_name, offsets = best
     for b in buffers:
         b.offset = offsets[b.name]
     result = Plan(buffers=list(buffers), arena_bytes=top, order=order_name,
-                  lower_bound=lower_bound(buffers), overlaps=list(overlaps))
+                  lower_bound=bound, overlaps=list(overlaps))
     check(result)
     return result
 

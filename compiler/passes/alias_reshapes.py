@@ -23,7 +23,11 @@ def _same_quant(a, b) -> bool:
 
 
 def alias_reshapes(graph: Graph) -> Graph:
-    graph = copy.deepcopy(graph)
+    """A copy of `graph` with this pass applied (the graph itself is unchanged)."""
+    return alias_reshapes_in_place(copy.deepcopy(graph))
+
+
+def alias_reshapes_in_place(graph: Graph) -> Graph:
     kept = []
     for op in graph.ops:
         if op.type in _VIEW_OPS and op.inputs and op.inputs[0] >= 0:

@@ -71,7 +71,11 @@ def _evaluate(graph: Graph, op: Op) -> list[np.ndarray]:
 
 
 def fold_constants(graph: Graph) -> Graph:
-    graph = copy.deepcopy(graph)
+    """A copy of `graph` with this pass applied (the graph itself is unchanged)."""
+    return fold_constants_in_place(copy.deepcopy(graph))
+
+
+def fold_constants_in_place(graph: Graph) -> Graph:
     kept = []
     for op in graph.ops:
         try:

@@ -8,7 +8,11 @@ from ..ir import Graph
 
 
 def remove_dead(graph: Graph) -> Graph:
-    graph = copy.deepcopy(graph)
+    """A copy of `graph` with this pass applied (the graph itself is unchanged)."""
+    return remove_dead_in_place(copy.deepcopy(graph))
+
+
+def remove_dead_in_place(graph: Graph) -> Graph:
     # Every tensor enters `needed` together with its storage root (an alias keeps the
     # tensor it views alive), so the set stays closed under storage_root as it grows:
     # one pass, linear in the number of ops.
