@@ -332,3 +332,20 @@ def test_ctrl_c_stops_kiln_tune_at_once_and_keeps_records_valid(tmp_path):
     text = records.read_text()
     assert text.endswith("\n")
     assert all(json.loads(line)["status"] for line in text.splitlines())
+
+
+# -- the Ctrl-C sweep, short (benchmarks/ctrl_c_sweep.py runs 20 delays per command) ----
+
+@pytest.mark.slow
+def test_ctrl_c_sweep_short(tmp_path):
+    """compile, project create (fresh and --force) and quantize (fresh and --force),
+    each interrupted at 3 delays: no traceback, no broken output, no litter."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import ctrl_c_sweep
+
+    model_path("digits_cnn_float")                       # skip without the shared models
+    results = ctrl_c_sweep.sweep(["compile", "project create", "quantize"], 3, "host",
+                                 tmp_path, log=lambda line: None)
+    bad = [(name, delay, outcome, detail) for name, rows in results.items()
+           for delay, outcome, detail in rows if outcome in ("traceback", "broken", "error")]
+    assert bad == []
