@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError
-from .fsutil import read_regular_file
+from .fsutil import atomic_write_bytes, read_regular_file, refuse_overwriting_inputs
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"          # an .npz is a zip archive
@@ -115,21 +115,42 @@ def read_inputs(paths: Sequence[str | Path]) -> list[np.ndarray]:
     return [read_input(p) for p in paths]
 
 
-def check_output_path(path: str | Path) -> Path:
-    """The path write_outputs will write, refused early if it is a directory."""
+def files_read(*arguments: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    """The files a command reads, from its path arguments (a path, a list of paths or
+    None): a directory stands for the files in it (a calibration set, a project's
+    kiln.json and inputs.npz). For refusing an output that would replace one of them."""
+    paths: list[Path] = []
+    for argument in arguments:
+        if argument is None:
+            continue
+        for item in [argument] if isinstance(argument, (str, Path)) else argument:
+            item = Path(item)
+            paths += sorted(item.iterdir()) if item.is_dir() else [item]
+    return paths
+
+
+def check_output_path(path: str | Path, reads: Sequence[str | Path] = (),
+                      option: str = "--output") -> Path:
+    """The path write_outputs will write, refused early if it is a directory or one of
+    the files `reads` the command reads (through links and hard links too): `kiln run
+    --output MODEL.tflite` must never replace the model."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"--output {path} is a directory: name the .npz file to write")
+        kind = ".npz " if option == "--output" else ""
+        raise InputError(f"{option} {path} is a directory: name the {kind}file to write")
+    refuse_overwriting_inputs(path, reads, option)
     return path
 
 
 def write_outputs(path: str | Path, outputs: Sequence[np.ndarray]) -> Path:
     """Write `outputs` as an npz at exactly `path` (numpy's savez would add ".npz" to a
-    name without it; kiln writes the file the user named) and return that path."""
+    name without it; kiln writes the file the user named) and return that path. The
+    file is written beside and renamed over `path`: an interrupted write leaves the old
+    file, and a link at `path` is replaced, not written through."""
     path = check_output_path(path)
-    with open(path, "wb") as f:
-        np.savez(f, **{f"output_{i}": y for i, y in enumerate(outputs)})
-    return path
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"output_{i}": y for i, y in enumerate(outputs)})
+    return atomic_write_bytes(path, buffer.getvalue())
 
 
 def print_samples(samples: Sequence[Sequence[np.ndarray]]) -> None:

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
-from .arrays_io import check_output_path, print_samples, read_inputs, write_outputs
+from .arrays_io import check_output_path, files_read, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
 from .escape import terminal
 
@@ -62,7 +62,7 @@ def cmd_info(args) -> int:
     if args.memory_plot:
         from .memory_plot import save_memory_plot
 
-        print(f"wrote {save_memory_plot(r, args.memory_plot)}")
+        print(f"wrote {save_memory_plot(r, args.memory_plot, reads=[args.model])}")
     return EXIT_OK
 
 
@@ -90,7 +90,13 @@ def _load_for_compile(args):
 
 def cmd_compile(args) -> int:
     from . import compile
+    from .artifact import MANIFEST, SOURCE_FILES
+    from .fsutil import refuse_overwriting_inputs
 
+    # -o DIR: none of the files written there may be one this command reads.
+    reads = files_read(args.model, args.tuning_records, getattr(args, "calibration", None))
+    for name in (*SOURCE_FILES, MANIFEST):
+        refuse_overwriting_inputs(os.path.join(args.output, name), reads, "-o")
     g = _load_for_compile(args)
     art = compile(g, board=args.board, tuning_records=args.tuning_records, optimize=args.optimize)
     out = art.save(args.output, force=args.force)
@@ -199,8 +205,9 @@ def cmd_run_host(args) -> int:
 
     from . import compile
 
-    if args.output:
-        check_output_path(args.output)            # before compiling and running
+    if args.output:                               # before compiling and running
+        check_output_path(args.output, files_read(args.model, args.input, args.tuning_records,
+                                                  getattr(args, "calibration", None)))
     arrays = read_inputs(args.input) if args.input else None
     g = _load_for_compile(args)
     art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None))

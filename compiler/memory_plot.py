@@ -8,10 +8,12 @@ kiln.json give the same picture. Plain SVG text: no plotting dependency.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
 from .errors import InputError
+from .fsutil import atomic_write_text, refuse_overwriting_inputs
 
 _W, _H = 960, 540                      # drawing area
 _LEFT, _RIGHT, _TOP, _BOTTOM = 70, 20, 64, 64
@@ -97,11 +99,12 @@ def memory_svg(report: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def save_memory_plot(report: dict, path: str | Path) -> Path:
-    """Write the plot to an .svg file (kiln draws SVG itself: no plotting dependency)."""
+def save_memory_plot(report: dict, path: str | Path, reads: Sequence[str | Path] = ()) -> Path:
+    """Write the plot to an .svg file (kiln draws SVG itself: no plotting dependency),
+    through a temporary file renamed over it (a link at `path` is replaced, not written
+    through). Refuses a path that is one of the files `reads` the command read."""
     path = Path(path)
-    svg = memory_svg(report)
-    if path.suffix.lower() == ".svg":
-        path.write_text(svg)
-        return path
-    raise InputError(f"--memory-plot writes an .svg file (got {path.name})")
+    if path.suffix.lower() != ".svg":
+        raise InputError(f"--memory-plot writes an .svg file (got {path.name})")
+    refuse_overwriting_inputs(path, reads, "--memory-plot")
+    return atomic_write_text(path, memory_svg(report))

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
+from kiln.compiler.arrays_io import (check_output_path, files_read, print_samples, read_inputs,
+                                     write_outputs)
 from kiln.compiler.cli import add_optimize_argument
 from kiln.compiler.compile import flash_fit_note, tuning_note
 from kiln.compiler.errors import InputError
@@ -117,7 +118,8 @@ def cmd_project_create(args: argparse.Namespace) -> int:
     project = create_project(args.model, board=args.board, out_dir=args.output_dir,
                              mode=args.mode, inputs=inputs, force=args.force,
                              inputs_origin=", ".join(args.input) if args.input else None,
-                             tuning_records=args.tuning_records, optimize=args.optimize)
+                             tuning_records=args.tuning_records, optimize=args.optimize,
+                             protect=args.input or ())
     for note in (tuning_note(project.manifest), flash_fit_note(project.manifest)):
         if note:
             print(note)
@@ -183,8 +185,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     (or args.target), board, input, output and, when present, port and timeout.
     """
     target = Path(getattr(args, "model", None) or getattr(args, "target"))
-    if getattr(args, "output", None):
-        check_output_path(args.output)            # before building and running
+    if getattr(args, "output", None):             # before building and running
+        check_output_path(args.output, files_read(target, getattr(args, "input", None),
+                                                  getattr(args, "tuning_records", None)))
     inputs = _load_inputs(getattr(args, "input", None))
     timeout = getattr(args, "timeout", None)
     if target.is_dir():

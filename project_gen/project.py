@@ -532,8 +532,8 @@ def _plan_replacement(root: Path, previous: dict, files: set[str],
             elif rel in files:
                 raise InputError(f"{root / rel} is a folder where the project writes its file "
                                  f"{rel}: move it and run again")
-            elif rel not in look_inside:
-                kept.append(rel + "/")                        # the whole folder
+            elif rel not in look_inside or (link and rel not in kiln_dirs):
+                kept.append(rel + "/")          # the whole folder, or the user's link as is
             elif link:
                 removed.append(rel)      # a link where kiln has a folder: dropped, not followed
             else:

@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from kiln.compiler.arrays_io import check_output_path, print_samples, read_inputs, write_outputs
+from kiln.compiler.arrays_io import (check_output_path, files_read, print_samples, read_inputs,
+                                     write_outputs)
 from kiln.compiler.cli_args import positive_float, repeat_count
 from kiln.compiler.cache import cache_dir, cached_entry
 from kiln.compiler.errors import InputError, KilnError
+from kiln.compiler.fsutil import atomic_write_text
 from kiln.compiler.compile import tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
@@ -198,6 +200,8 @@ def _host_driven(args: argparse.Namespace) -> Project:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    if args.json:                # before building and running: never replace the model
+        check_output_path(args.json, files_read(args.model, args.tuning_records), "--json")
     project = _host_driven(args)
     port = getattr(args, "port", None)
     unit = cycles_unit(project, port)
@@ -225,7 +229,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             "whole_model_repeat": timing.repeat, "layer_sum_vs_whole_percent": round(diff, 3),
             "total_macs": total_macs, "layers": [asdict(r) for r in rows],
         }
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+        atomic_write_text(args.json, json.dumps(doc, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 
@@ -253,8 +257,9 @@ def cmd_run_rpc(args: argparse.Namespace) -> int:
     project = _host_driven(args)
     inputs = read_inputs(args.input) if getattr(args, "input", None) else None
     port = getattr(args, "port", None)
-    if getattr(args, "output", None):
-        check_output_path(args.output)            # before building and running
+    if getattr(args, "output", None):             # before building and running
+        check_output_path(args.output, files_read(args.model, getattr(args, "input", None),
+                                                  getattr(args, "tuning_records", None)))
     results, ticks, tick_hz = run_rpc(project, inputs, args)
     print_samples(results)
     unit = cycles_unit(project, port)

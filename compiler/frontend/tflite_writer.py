@@ -60,11 +60,14 @@ def write(graph: Graph, description: str = "written by kiln") -> bytes:
 
 
 def save(graph: Graph, path, description: str = "written by kiln") -> None:
-    from pathlib import Path
+    """Write `graph` as a .tflite at `path`, through a temporary file renamed over it: an
+    interrupted save leaves the old file, and a link at `path` is replaced, never
+    written through."""
+    from ..fsutil import atomic_write_bytes
 
     data = write(graph, description)
     try:
-        Path(path).write_bytes(data)
+        atomic_write_bytes(path, data)
     except OSError as e:
         raise ModelError(f"cannot write {path}: {e.strerror or e}") from None
 

@@ -113,19 +113,22 @@ def quantize_for_compile(graph: Graph, args) -> Graph:
     return q
 
 
-def check_output(model: str | Path, out: str | Path, force: bool) -> None:
-    """Refuse an output that is the input model (always, even with force), a directory,
-    or an existing file unless force; checked before the calibration runs."""
+def check_output(model: str | Path, out: str | Path, force: bool,
+                 calibration: list[str] | None = None) -> None:
+    """Refuse an output that is the input model or a calibration file (always, even with
+    force; through links and hard links too), a directory, or an existing file unless
+    force; checked before the calibration runs."""
+    from ..arrays_io import files_read
+    from ..fsutil import refuse_overwriting_inputs, same_file
+
     model, out = Path(model), Path(out)
-    same = out.resolve() == model.resolve()
-    if not same and out.exists() and model.exists():
-        same = os.path.samefile(out, model)           # a hard or symbolic link to it
-    if same:
+    if same_file(out, model):                   # the model was read: it exists
         raise InputError(f"{out} is the input model; kiln will not write over it, even "
                          f"with --force: choose another output file")
+    refuse_overwriting_inputs(out, files_read(calibration), "-o")
     if out.is_dir():
         raise InputError(f"{out} is a directory: give the output .tflite file name")
-    if out.exists() and not force:
+    if os.path.lexists(out) and not force:
         raise InputError(f"{out} exists: choose another file or pass --force to replace it")
     if not out.parent.is_dir():
         why = "is not a directory" if out.parent.exists() else "does not exist"
@@ -133,15 +136,12 @@ def check_output(model: str | Path, out: str | Path, force: bool) -> None:
 
 
 def _write_model(q: Graph, out: Path, description: str) -> None:
-    """Write through a temporary file beside `out`, so a failed write leaves `out` as it was."""
+    """Write through a temporary file renamed over `out` (tflite_writer.save), so a
+    failed or interrupted write leaves `out` as it was, and a link at `out` is
+    replaced, never written through."""
     from ..frontend.tflite_writer import save
 
-    tmp = out.with_name(f".{out.name}.kiln-tmp")
-    try:
-        save(q, tmp, description=description)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    save(q, out, description=description)
 
 
 def cmd_quantize(args) -> int:
@@ -154,7 +154,8 @@ def cmd_quantize(args) -> int:
     data = load_calibration(graph, _paths(args.calibration))
     options = _options(args)
     # Every input is read and checked; refuse the output before the slow part.
-    check_output(args.model, args.output, getattr(args, "force", False))
+    check_output(args.model, args.output, getattr(args, "force", False),
+                 _paths(args.calibration))
     q, report = quantize_with_report(graph, data, **options)
     _write_model(q, Path(args.output), f"kiln int8 quantization of {graph.name} "
                                        f"(sha256 {graph.sha256[:16]}, {report.method}, "

@@ -8,11 +8,13 @@ to stdout.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ..cli_args import positive_float, positive_int, repeat_count, worker_count
 from ..errors import InputError
+from ..fsutil import refuse_overwriting_inputs
 from . import Records, TuneOptions, TuneProgress, TuneSummary, tune
 from .measure import MeasureOptions
 from .workloads import knobs_id
@@ -124,12 +126,19 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError(f"{out}: tuning records are JSON Lines; name the file *.jsonl")
     if args.flash_command and not args.port:
         raise InputError("--flash-command needs --port (the board's serial port)")
+    refuse_overwriting_inputs(out, [args.model], "-o")
+    if out.is_symlink() and not out.exists():
+        raise InputError(f"{out} is a symbolic link to a missing file: kiln will not create "
+                         f"a file where a link points; name another records file")
     graph = load(args.model)
     records = Records.load(out, missing_ok=True)
-    created = not out.exists()
+    created = not os.path.lexists(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "a", encoding="utf-8"):   # fail on an unwritable path before any build
-        pass
+    # Fail on an unwritable path before any build. A new file is created with O_EXCL, so
+    # a link put at `out` meanwhile is refused, never followed; an existing one is only
+    # ever appended to.
+    os.close(os.open(out, os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if created
+                                                        else 0), 0o666))
     if records.skipped_lines:
         print(f"kiln: warning: skipped {records.skipped_lines} unreadable line(s) in {out}",
               file=sys.stderr)
