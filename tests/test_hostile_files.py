@@ -27,6 +27,7 @@ from kiln.compiler.cli import main
 from kiln.compiler.fsutil import STAGING_PREFIX
 from kiln.compiler.outdir import LOCK_FILE
 from kiln.project_gen import Project
+from kiln.project_gen.project import SAMPLES_FILE
 
 DIGITS = REPO / "examples" / "digits" / "digits_int8.tflite"
 DIGITS_X = REPO / "examples" / "digits" / "digits_test_x.npy"
@@ -135,6 +136,7 @@ def test_force_writes_no_kiln_file_through_a_link_or_hard_link(tmp_path, capsys)
     assert not (pk / "README.md").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_linked_build_folder_is_dropped_and_never_built_into(tmp_path, capsys):
     """build/ as a link to the user's folder: --force kept it and `make` then wrote the
     objects and the firmware there."""
@@ -412,6 +414,42 @@ def test_concurrent_project_builds_all_succeed(tmp_path, capsys):
             assert code == 0, err
         assert (pk / "build" / "firmware").stat().st_size > 0
         assert "size" in Project.open(pk).manifest
+
+
+def test_create_force_waits_for_the_project_lock(tmp_path, capsys):
+    """A build holds the project's lock: --force waits for it instead of swapping the
+    folder from under make."""
+    import threading
+
+    from kiln.project_gen import create_project
+    from kiln.project_gen.project import project_lock
+
+    pk = tmp_path / "pk"
+    assert create(capsys, pk)[0] == 0
+    done = []
+    worker = threading.Thread(target=lambda: done.append(
+        create_project(DIGITS, board="host", out_dir=pk, mode="host-driven", force=True)))
+    with project_lock(pk):
+        worker.start()
+        worker.join(1.0)
+        assert worker.is_alive() and Project.open(pk).mode == "standalone"
+    worker.join(60)
+    assert done and Project.open(pk).mode == "host-driven"
+
+
+@pytest.mark.slow
+def test_a_build_after_create_force_keeps_the_new_manifest(tmp_path, capsys):
+    """A Project opened before `create --force` replaced the folder builds what is there
+    now and never writes its stale kiln.json beside the new model's files."""
+    require_tool("cc")
+    pk = tmp_path / "pk"
+    assert create(capsys, pk)[0] == 0
+    stale = Project.open(pk)
+    assert create(capsys, pk, "--mode", "host-driven", "--force")[0] == 0
+    stale.build()
+    fresh = Project.open(pk)
+    assert fresh.mode == "host-driven" == stale.mode and "size" in fresh.manifest
+    assert SAMPLES_FILE not in fresh.manifest["project"]["files"]
 
 
 # --- the real Ctrl-C: SIGINT to a running `kiln project create` --------------------------
