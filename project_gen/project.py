@@ -4,6 +4,12 @@ A project is a plain directory (layout in templates/README.md.j2) whose
 kiln.json holds the compiler's report plus a "project" entry (board, mode,
 inputs, the files kiln wrote) and, after a build, a "size" entry.
 `Project.open(dir)` is all kiln needs to build or run it again later.
+
+Safety on disk: a project is created (or replaced, --force) whole, in a staging folder
+swapped into place, so Ctrl-C leaves the earlier project or none; every later change
+(build, new sample inputs) is made under the project's lock (.kiln-lock) with atomic
+file writes; kiln never writes through a symbolic link in the project, and kiln.json's
+shape is checked once, in Project.open.
 """
 
 from __future__ import annotations
