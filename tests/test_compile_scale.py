@@ -1,0 +1,69 @@
+"""Compile time grows linearly with the number of ops (issue 19: a 10,000-op chain took over
+300 s, placement and graph passes were quadratic). Times are CPU seconds of this process,
+so other work on the machine does not fail the tests; the bounds are generous, the scaling
+ratio is what tells linear (x4 for 4x the ops) from quadratic (x16)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import kiln.compiler as kc
+from kiln.compiler.memory_plan import Buffer, Overlap, plan
+from tflite_builder import OpSpec, TensorSpec, build_model
+
+LINEAR_RATIO_MAX = 8.0      # for 4x the size: linear ~4, n log n ~4.5, quadratic ~16
+
+
+def chain_model(n: int, op: str = "ADD") -> bytes:
+    """n int8 element-wise ops in a chain over a small tensor (ADD reads its input twice)."""
+    ts = [TensorSpec((1, 8), scale=0.05, zero_point=0, name="t0")]
+    ops = []
+    for i in range(n):
+        ts.append(TensorSpec((1, 8), scale=0.05, zero_point=0, name=f"t{i + 1}"))
+        ops.append(OpSpec(op, [i, i] if op == "ADD" else [i], [i + 1]))
+    return build_model(ops, ts, [0], [n])
+
+
+def cpu_seconds(fn) -> float:
+    start = time.process_time()
+    fn()
+    return time.process_time() - start
+
+
+def chain_buffers(n: int) -> tuple[list[Buffer], list[Overlap]]:
+    """What a chain of n layers gives the planner: each output may overlap its input."""
+    bufs = [Buffer(f"b{i}", 64 + 8 * (i % 5), max(i - 1, 0), i) for i in range(n + 1)]
+    overlaps = [Overlap(f"b{i}", f"b{i + 1}", ((0, 0),), layer=i) for i in range(n)]
+    return bufs, overlaps
+
+
+def test_placement_scales_linearly():
+    small = cpu_seconds(lambda: plan(*chain_buffers(2000)))
+    big = cpu_seconds(lambda: plan(*chain_buffers(8000)))
+    assert big < 20, f"placing 8,000 buffers took {big:.1f} s"
+    assert big / max(small, 1e-3) < LINEAR_RATIO_MAX, (small, big)
+
+
+def test_a_long_chain_plans_as_tight_as_a_short_one():
+    """The faster placement is the same placement: a long chain's arena is a short one's."""
+    for overlaps in (False, True):
+        short, long = chain_buffers(50), chain_buffers(5000)
+        a = plan(short[0], short[1] if overlaps else ())
+        b = plan(long[0], long[1] if overlaps else ())
+        assert a.arena_bytes == b.arena_bytes and a.lower_bound == b.lower_bound
+        assert (a.arena_bytes < a.lower_bound) == overlaps   # in place: one buffer at a time
+
+
+@pytest.mark.slow
+def test_compile_time_is_linear_in_the_ops(tmp_path):
+    paths = {}
+    for n in (1000, 2000, 4000):
+        paths[n] = tmp_path / f"chain{n}.tflite"
+        paths[n].write_bytes(chain_model(n))
+    t2000 = cpu_seconds(lambda: kc.compile(paths[2000], board="host"))
+    assert t2000 < 60, f"a 2,000-op chain took {t2000:.1f} s of CPU to compile"
+    t1000 = cpu_seconds(lambda: kc.compile(paths[1000], board="host"))
+    t4000 = cpu_seconds(lambda: kc.compile(paths[4000], board="host"))
+    assert t4000 / max(t1000, 1e-3) < LINEAR_RATIO_MAX, (t1000, t4000)
