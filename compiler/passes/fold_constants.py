@@ -76,6 +76,7 @@ def fold_constants(graph: Graph) -> Graph:
 
 
 def fold_constants_in_place(graph: Graph) -> Graph:
+    model_outputs = set(graph.outputs)
     kept = []
     for op in graph.ops:
         try:
@@ -84,7 +85,7 @@ def fold_constants_in_place(graph: Graph) -> Graph:
             kept.append(op)
             continue
         outs = [graph.tensor(i) for i in op.outputs]
-        if any(o.id in graph.outputs for o in outs) or any(
+        if any(o.id in model_outputs for o in outs) or any(
                 int(np.prod(o.shape, dtype=np.int64)) != np.asarray(val).size
                 for o, val in zip(outs, values)):
             kept.append(op)
