@@ -444,6 +444,40 @@ def load_board_file(path: str | Path) -> Board:
     return replace(board, source=path)
 
 
+def _board_data(b: Board) -> dict:
+    """A Board as the TOML data it would be read from (for check_board)."""
+    u = b.uart
+    uart = {"kind": u.kind} if u.kind == "posix" else {
+        k: v for k, v in (("kind", u.kind), ("base", u.base), ("baud", u.baud),
+                          ("clock_hz", u.clock_hz), ("tx_pin", u.tx_pin), ("rx_pin", u.rx_pin))
+        if v is not None}
+    data = {"name": b.name, "description": b.description, "cpu": b.cpu, "fpu": b.fpu,
+            "dsp": b.dsp, "clock_hz": b.clock_hz, "runs_on": b.runs_on,
+            "stack_bytes": b.stack_bytes, "uart": uart, "timer": {"kind": b.timer}}
+    for key in ("flash", "ram"):
+        region = getattr(b, key)
+        if region is not None:
+            data[key] = {"origin": region.origin, "size": region.size}
+    if b.extra_regions:
+        data["extra_regions"] = [{"name": r.name, "origin": r.origin, "size": r.size}
+                                 for r in b.extra_regions]
+    if b.qemu is not None:
+        data["qemu"] = {"machine": b.qemu.machine, "args": list(b.qemu.args)}
+    if b.init:
+        data["init"] = [{"reg": p.reg, "set": p.set, "clear": p.clear} for p in b.init]
+    return data
+
+
+def check_board(board: Board) -> None:
+    """BoardError unless a Board built in Python (dataclasses.replace of a known board, or
+    from the caller's own data) passes the same schema as a board file."""
+    try:
+        data = _board_data(board)
+    except (AttributeError, TypeError) as e:
+        raise BoardError(f"board {_show(getattr(board, 'name', board))} is not a whole Board: {e}") from None
+    parse_board(data, source=f"board {_show(board.name)}")
+
+
 @cache
 def _all_boards() -> dict[str, Board]:
     return {p.stem: load_board_file(p) for p in sorted(boards_dir().glob("*.toml"))}
@@ -461,6 +495,7 @@ def list_boards() -> list[Board]:
 def get_board(board: str | Board) -> Board:
     """The named board (or a Board passed through); BoardError with suggestions if unknown."""
     if isinstance(board, Board):
+        check_board(board)
         return board
     if not isinstance(board, str):      # e.g. a "board" of a damaged kiln.json
         raise BoardError(f"a board is named by a string such as 'mps2-an386', not {_show(board)}")

@@ -323,3 +323,22 @@ def test_board_names_are_looked_up_never_joined_into_paths(boards_dir, tmp_path)
             kc.compile("/nonexistent.tflite", board=name)
     with pytest.raises(BoardError, match="a board is named by a string"):
         get_board(["mps2-an386"])
+
+
+def test_board_objects_pass_the_same_schema():
+    """A Board built in Python (the API takes one) is checked like a board file."""
+    import dataclasses
+
+    from kiln.project_gen import create_project
+
+    good = get_board("mps2-an386")
+    assert get_board(dataclasses.replace(good, flash=dataclasses.replace(good.flash, size=8192)))
+    for bad in (dataclasses.replace(good, description="a\n#error x"),
+                dataclasses.replace(good, dsp="no"),
+                dataclasses.replace(good, clock_hz=-5),
+                dataclasses.replace(good, uart=dataclasses.replace(good.uart, baud="115200u;")),
+                dataclasses.replace(good, qemu=dataclasses.replace(good.qemu, args=("-plugin", "x")))):
+        with pytest.raises(BoardError):
+            get_board(bad)
+        with pytest.raises(BoardError):
+            create_project("/nonexistent.tflite", bad, "/nonexistent/out")
