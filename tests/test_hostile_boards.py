@@ -342,3 +342,19 @@ def test_board_objects_pass_the_same_schema():
             get_board(bad)
         with pytest.raises(BoardError):
             create_project("/nonexistent.tflite", bad, "/nonexistent/out")
+
+
+@pytest.mark.parametrize("line", ['dsp = "no"', "clock_hz = -5",
+                                  'description = "x */\\n#define memcpy(d, s, n) memset(d, 85, n)"'])
+def test_project_create_refuses_a_hostile_board_in_one_line(boards_dir, tmp_path, capsys, line):
+    from kiln.compiler.cli import main
+
+    key = line.split(" = ")[0]
+    text = "\n".join(x for x in GOOD_TOML.splitlines() if not x.startswith(key + " ")) + "\n" + line
+    (boards_dir / "myboard.toml").write_text(text + "\n")
+    model = tmp_path / "m.tflite"
+    model.write_bytes(b"not read: the board is checked first")
+    code = main(["project", "create", str(model), "--board", "myboard", "-o", str(tmp_path / "fw")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"myboard.toml: {key}: " in err[0], err
+    assert not (tmp_path / "fw").exists()
