@@ -37,6 +37,8 @@ def main() -> int:
     ap.add_argument("--no-sanitize", action="store_true", help="compile only")
     ap.add_argument("--compile-timeout", type=float, default=60.0)
     ap.add_argument("--run-timeout", type=float, default=60.0)
+    ap.add_argument("--max-run-mb", type=int, default=1024,
+                    help="skip running models whose arena + I/O exceed this")
     ap.add_argument("--findings", type=Path, help="append new distinct failures here")
     ap.add_argument("--repro-dir", type=Path, help="reproducers for --findings")
     args = ap.parse_args()
@@ -45,7 +47,7 @@ def main() -> int:
         work = args.out or Path(tmp)
         s = run_fuzz(args.models, args.seed, work, jobs=args.jobs, start=args.start,
                      compile_timeout=args.compile_timeout, run_timeout=args.run_timeout,
-                     sanitize=not args.no_sanitize,
+                     sanitize=not args.no_sanitize, max_run_bytes=args.max_run_mb << 20,
                      log=lambda m: print(m, file=sys.stderr, flush=True))
         print(f"structured fuzz: {args.models} models, seed {args.seed}")
         print(s.table())

@@ -61,11 +61,16 @@ FAILURES = ("traceback", "crash", "hang", "cbuild", "sanitizer", "status")
 
 I32_MAX, I32_MIN = 2**31 - 1, -2**31
 # Dims: empty, unit, large, and the edges of int16/int32 index arithmetic.
-HOSTILE_DIMS = [0, 1, 1, 255, 65536, 46341, 2**24 + 1, 2**30 + 1, I32_MAX, -1, I32_MIN]
+HOSTILE_DIMS = [0, 1, 1, 255, 65536, 46341, 2**23 + 1, 2**24 - 1, 2**24, 2**24 + 1, 2**30 + 1,
+                I32_MAX, -1, I32_MIN]
 # Shapes whose element count sits near or past 2^31 / 2^63 (each dim fits int32).
 WRAP_SHAPES = [(46341, 46341), (2**16, 2**15), (2**21, 2**21, 2**21), (I32_MAX, I32_MAX, 2),
                (2**31 - 1, 2**31 - 1, 2**31 - 1), (1, 2**16, 2**16, 1), (1, 2**31 - 1, 2, 1),
-               (3, 1431655766), (2**8, 2**8, 2**8, 2**8), (1, 2**20, 2**12, 1)]
+               (3, 1431655766), (2**8, 2**8, 2**8, 2**8), (1, 2**20, 2**12, 1),
+               # every dim within a 2^24 cap, the product past 2^31, 2^32 or 2^63
+               (2**24, 2**7), (2**24, 2**8, 1), (1, 2**12, 2**12, 2**7), (2**24, 2**24),
+               (2**24, 2**24, 2**24), (2**16, 2**16, 2**16, 2**16), (1, 2**24, 2**24, 1),
+               (1, 46341, 46341, 1), (1, 2**15, 2**16, 1)]
 HOSTILE_INTS = [0, -1, -2, 2**15, 2**16 + 1, 2**30 + 1, I32_MAX, I32_MIN, -2**30]
 HOSTILE_FLOATS = [0.0, -0.0, -1.0, 1e-45, 1.2e-38, 1e-30, 1e30, 3.4e38, float("inf"),
                   -float("inf"), float("nan"), 2.0**31, 2.0**-32]
@@ -80,13 +85,16 @@ class Draw:
     """The random source: ordinary values, and with probability `hostility` per draw a
     hostile one. `hostility` 0 gives a model TFLite itself would accept."""
 
-    def __init__(self, rng: np.random.Generator, hostility: float):
+    def __init__(self, rng: np.random.Generator, hostility: float, budget: int = 1 << 30):
         self.rng = rng
         self.hostility = hostility
+        self.budget = budget            # hostile draws left: one bad value per model mostly,
+                                        # so each reaches its own check, not the first one
         self.notes: list[str] = []      # what was made hostile, for the finding reports
 
     def hostile(self, what: str = "", weight: float = 1.0) -> bool:
-        if self.rng.random() < self.hostility * weight:
+        if self.budget > 0 and self.rng.random() < self.hostility * weight:
+            self.budget -= 1
             if what:
                 self.notes.append(what)
             return True
@@ -102,14 +110,16 @@ class Draw:
     def param(self, what: str, lo: int, hi: int, hostile: list[int] | None = None) -> int:
         """An integer option: in [lo, hi], or hostile."""
         if self.hostile():
-            v = int(self.pick(hostile or HOSTILE_INTS))
+            # half extreme values, half odd-but-plausible ones (past the usual range,
+            # within what a range check might let through to the kernel)
+            v = int(self.pick(hostile or HOSTILE_INTS)) if self.bool() else self.int(hi, 64)
             self.notes.append(f"{what}={v}")
             return v
         return self.int(lo, hi)
 
     def dim(self, lo: int = 1, hi: int = 6) -> int:
         if self.hostile(weight=0.5):
-            v = int(self.pick(HOSTILE_DIMS))
+            v = int(self.pick(HOSTILE_DIMS)) if self.bool() else self.int(hi, 300)
             self.notes.append(f"dim={v}")
             return v
         return self.int(lo, hi)
@@ -189,6 +199,7 @@ class GraphBuilder:
         # data-dependent checks: random input bytes may make kiln_run refuse (GATHER
         # indices from a model input); a non-zero status is then the right answer
         self.runtime_checked = False
+        self.no_outputs = False
 
     def _name(self) -> str:
         if self.d.hostile("name", 0.02):
@@ -264,7 +275,7 @@ class GraphBuilder:
         return self.act(shape, dtype, q)
 
     def model(self) -> bytes:
-        outs = self.outputs or [self.ops[-1].outputs[0]]
+        outs = self.outputs or ([] if self.no_outputs else [self.ops[-1].outputs[0]])
         return build_model(self.ops, self.tensors, self.inputs, outs)
 
 
@@ -571,7 +582,7 @@ def _concat(g: GraphBuilder, d: Draw, x: int) -> int:
     axis = _axis(d, r)
     a = _norm(axis, r)
     ins, total = [x], xs[a] if r else 1
-    for _ in range(d.int(0, 3)):
+    for _ in range(d.int(0, 3) if not d.hostile("many-inputs", 0.2) else d.int(8, 12)):
         s = list(xs)
         if r:
             s[a] = d.dim(1, 4)
@@ -592,7 +603,7 @@ def _concat(g: GraphBuilder, d: Draw, x: int) -> int:
 @builder("PACK")
 def _pack(g: GraphBuilder, d: Draw, x: int) -> int:
     xs = g.shape(x)
-    n = d.int(1, 4)
+    n = d.int(1, 4) if not d.hostile("many-inputs", 0.2) else d.int(9, 12)
     ins = [x] + [g.input(xs, g.dtype(x), _same_q(g, x)) for _ in range(n - 1)]
     axis = _axis(d, len(xs), extra=1)
     a = axis % (len(xs) + 1) if -len(xs) - 1 <= axis <= len(xs) else 0
@@ -1019,11 +1030,49 @@ def _first_shape(d: Draw, op: str) -> tuple:
     if RANK.get(op) == 4:
         if d.hostile("rank-4-wrap", 0.1):
             return d.pick([(1, 2**16, 2**16, 1), (1, 46341, 46341, 1), (2**10, 2**10, 2**10, 2),
-                           (1, I32_MAX, 1, 1), (1, 1, I32_MAX, 3)])
+                           (1, I32_MAX, 1, 1), (1, 1, I32_MAX, 3), (1, 2**24, 2**24, 1),
+                           (2**24, 2**24, 2**24, 2**24), (1, 2**12, 2**12, 2**8),
+                           (1, 2**24, 1, 2**8), (1, 1, 2**24, 3)])
         if d.hostile("rank!=4", 0.05):
             return d.shape(0, 6)
         return (d.dim(1, 2), d.dim(1, 9), d.dim(1, 9), d.dim(1, 8))
     return d.shape(0, 5, 1, 6)
+
+
+def _graph_mutation(g: GraphBuilder, d: Draw, rng: np.random.Generator) -> None:
+    """One structural attack on the graph the memory planner and emitter walk: tensors
+    that are both model input and output, written twice, read before (or by) their writer,
+    constants as outputs, required inputs omitted, inputs nobody reads."""
+    kind = d.pick(["output-is-input", "output-is-const", "dup-output", "two-writers",
+                   "self-loop", "missing-input", "writes-model-input", "unused-input",
+                   "no-outputs", "reads-later-tensor"])
+    d.notes.append(f"graph:{kind}")
+    first_op = g.ops[0]
+    x0 = g.inputs[0] if g.inputs else first_op.inputs[0]
+    consts = [i for i, t in enumerate(g.tensors) if t.data is not None]
+    if kind == "output-is-input":
+        g.outputs.append(x0)
+    elif kind == "output-is-const" and consts:
+        g.outputs.append(consts[0])
+    elif kind == "dup-output":
+        g.outputs.append(g.outputs[0])
+    elif kind == "two-writers":
+        g.op("RELU", [x0], [g.ops[-1].outputs[0]])
+    elif kind == "self-loop":
+        o = first_op.outputs[0]
+        g.op("RELU", [o], [o])
+    elif kind == "missing-input":
+        op = g.ops[int(rng.integers(0, len(g.ops)))]
+        op.inputs[int(rng.integers(0, len(op.inputs)))] = -1
+    elif kind == "writes-model-input":
+        g.op("RELU", [g.ops[-1].outputs[0]], [x0])
+    elif kind == "unused-input":
+        g.input(g.shape(x0), g.dtype(x0))
+    elif kind == "no-outputs":
+        g.outputs = []
+        g.no_outputs = True
+    elif kind == "reads-later-tensor" and len(g.ops) > 1:
+        g.ops[0].inputs[0] = g.ops[-1].outputs[0]
 
 
 @dataclass
@@ -1048,10 +1097,10 @@ def generate(seed: int, index: int) -> Case:
 
 
 def _generate(seed: int, index: int, rng: np.random.Generator) -> Case:
-    # A third of the models are ordinary (hostility 0): their C must run clean; the rest
-    # carry one or a few hostile values.
-    hostility = float(rng.choice([0.0, 0.0, 0.05, 0.15, 0.3]))
-    d = Draw(rng, hostility)
+    # A quarter of the models are ordinary (hostility 0): their C must run clean; the rest
+    # carry one hostile value (most), or a few.
+    hostility = float(rng.choice([0.0, 0.1, 0.2, 0.4]))
+    d = Draw(rng, hostility, budget=int(rng.choice([1, 1, 1, 2, 4])))
     g = GraphBuilder(d)
     n_ops = 1 if rng.random() < 0.6 else int(rng.integers(2, 6))
     names = [d.pick(OPS) for _ in range(n_ops)]
@@ -1081,6 +1130,8 @@ def _generate(seed: int, index: int, rng: np.random.Generator) -> Case:
         g.op("ADD", [tensors[0], x], [o], {"fused_activation_function": "NONE"})
         g.outputs[0] = o
         names.append("ADD")
+    if d.hostile(weight=0.3):
+        _graph_mutation(g, d, rng)
     return Case(seed=seed, ops=names, notes=d.notes, model=g.model(),
                 runtime_checked=g.runtime_checked)
 
@@ -1221,6 +1272,14 @@ int main(void)
             return 3;
         }
     }
+    /* data left in the arena (NULL arrays), then layer by layer over the same arena */
+    if (kiln_run(NULL, NULL, arena) != 0) return 3;
+    for (int32_t layer = 0; layer < KILN_NUM_LAYERS; layer++) {
+        if (kiln_run_layer(layer, arena) != 0) {
+            printf("kiln_run_layer(%d) failed\n", (int)layer);
+            return 3;
+        }
+    }
     for (int i = 0; i < @NIN@; i++) free((void *)inputs[i]);
     for (int j = 0; j < @NOUT@; j++) free(outputs[j]);
     free(arena);
@@ -1238,7 +1297,10 @@ def main_c(n_in: int, n_out: int) -> str:
 
 def sanitizer_flags() -> list[str]:
     from kiln.compiler.host_build import SANITIZE_FLAGS
-    return ["-std=c99", "-Wall", "-Wextra", "-Werror", *SANITIZE_FLAGS]
+    # float-cast-overflow is not part of -fsanitize=undefined in GCC: a float input of
+    # NaN or 1e30 converted to an integer type is undefined behaviour too.
+    return ["-std=c99", "-Wall", "-Wextra", "-Werror", *SANITIZE_FLAGS,
+            "-fsanitize=float-cast-overflow"]
 
 
 def kernel_objects(cache: Path, cc: str = "cc") -> list[Path]:
@@ -1338,6 +1400,7 @@ _COLUMNS = ("compiled", "rejected", "skipped", *FAILURES)
 
 def run_fuzz(n: int, seed: int, workdir: Path, jobs: int = 1, compile_timeout: float = 30.0,
              run_timeout: float = 30.0, sanitize: bool = True, start: int = 0,
+             max_run_bytes: int = 256 << 20,
              log: Callable[[str], None] = lambda s: None) -> Summary:
     """Generate models start..start+n-1 of `seed`, compile each, run each compiled one under
     the sanitizers; return the counts (per outcome, per op) and the failures."""
@@ -1371,7 +1434,8 @@ def run_fuzz(n: int, seed: int, workdir: Path, jobs: int = 1, compile_timeout: f
         objs = kernel_objects(cache_root().parent / "fuzz-sanitize")
 
         def san(m: str) -> tuple[str, dict]:
-            return m, sanitize_one(workdir / "c" / m, s.results[m], objs, run_timeout)
+            return m, sanitize_one(workdir / "c" / m, s.results[m], objs, run_timeout,
+                                   max_bytes=max_run_bytes)
         with ThreadPoolExecutor(jobs) as ex:
             for m, r in ex.map(san, compiled):
                 if r["outcome"] == "status" and s.cases[m].runtime_checked:
@@ -1379,6 +1443,10 @@ def run_fuzz(n: int, seed: int, workdir: Path, jobs: int = 1, compile_timeout: f
                 s.results[m] = {**s.results[m], **r}
         s.seconds["sanitize"] = time.perf_counter() - t2
         log(f"ran {len(compiled)} under ASan/UBSan in {s.seconds['sanitize']:.1f} s")
+    with open(workdir / "results.jsonl", "w") as f:
+        for m in ids:
+            f.write(json.dumps({"id": m, "ops": s.cases[m].ops, "notes": s.cases[m].notes,
+                                **{k: v for k, v in s.results[m].items() if k != "tb"}}) + "\n")
     for m in ids:
         out = s.results[m]["outcome"]
         s.counts[out] += 1
