@@ -132,7 +132,8 @@ class Project:
             self._lock_depth += 1
             try:
                 self.manifest = _read_manifest(self.path)
-                self.board = get_board(self.manifest["project"]["board"])
+                if self.manifest["project"]["board"] != self.board.name:   # replaced
+                    self.board = get_board(self.manifest["project"]["board"])
                 yield
             finally:
                 self._lock_depth -= 1
