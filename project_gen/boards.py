@@ -281,9 +281,10 @@ def _region(r: _Reader, table: object, key: str, named: bool = False) -> Region:
     size = r.int(t["size"], f"{key}.size", 1, U32_MAX + 1)
     if origin + size > U32_MAX + 1:
         raise r.fail(key, f"origin 0x{origin:X} + size 0x{size:X} runs past the 4 GB address space")
-    name = key.upper()
+    name = "REGION" if named else key.upper()
     if named and "name" in t:
-        name = r.ident(t["name"], f"{key}.name", REGION_NAME_RE, 32, "a letter then letters, digits or _")
+        name = r.ident(t["name"], f"{key}.name", REGION_NAME_RE, 32,
+                       "a letter then letters, digits or _").upper()
     return Region(name=name, origin=origin, size=size)
 
 
