@@ -56,13 +56,32 @@ def _quiet_teardown() -> None:
     signal.signal(signal.SIGINT, on_sigint)
 
 
+_sigint_seen = False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """Python's own handler (raise KeyboardInterrupt), remembering that it ran: a
+    KeyboardInterrupt raised inside an import or a class body may reach main() wrapped
+    in another exception (numpy's ImportError, the RuntimeError of a __set_name__)."""
+    global _sigint_seen
+    _sigint_seen = True
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not if ignored
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         try:
             from kiln.compiler.cli import main as cli_main
 
             code = cli_main(argv)       # reports a Ctrl-C in a command itself: 130
-        except KeyboardInterrupt:
+            if _sigint_seen and code not in (0, EXIT_INTERRUPTED):
+                _say_interrupted()      # an error the interrupt caused
+                code = EXIT_INTERRUPTED
+        except BaseException as exc:
+            if not (_sigint_seen or isinstance(exc, KeyboardInterrupt)):
+                raise                   # SystemExit from argparse, a kiln bug
             _say_interrupted()
             code = EXIT_INTERRUPTED
         if code == EXIT_INTERRUPTED:
