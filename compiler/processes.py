@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 
 def descendants(pid: int | None = None, skip: frozenset[int] = frozenset()) -> set[int]:
@@ -46,14 +47,35 @@ def descendants(pid: int | None = None, skip: frozenset[int] = frozenset()) -> s
     return found
 
 
-def end_processes(pids: set[int]) -> None:
-    """SIGKILL each of `pids` (their outputs go to staging or temporary folders that are
-    removed anyway, so there is nothing for them to finish cleanly)."""
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has ended: it only waits for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
+    except (OSError, ValueError):
+        return False
+
+
+def _signal(pids: set[int], sig: int) -> None:
     for pid in pids:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def end_processes(pids: set[int], grace_s: float = 0.5) -> None:
+    """SIGTERM each of `pids`, then SIGKILL those still running after `grace_s`. TERM
+    first: gcc deletes its temporary files and make its half-written target on it, and
+    QEMU exits; their outputs are staging or temporary folders removed anyway."""
+    _signal(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if _running(pid)}
+        if pids:
+            time.sleep(0.02)
+    _signal(pids, signal.SIGKILL)
 
 
 def end_descendants(keep: frozenset[int] = frozenset()) -> int:
