@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from .errors import InputError
-from .fsutil import STAGING_PREFIX, _umask, replace_dir, staging_dir
+from .fsutil import STAGING_PREFIX, current_umask, replace_dir, staging_dir
 
 # The lock file of a folder kiln mutates in place (a firmware project: fsutil.file_lock).
 LOCK_FILE = ".kiln-lock"
@@ -76,7 +76,7 @@ def write_dir(target: Path, write: Callable[[Path], None], keep: Iterable[str] =
             for rel in keep:
                 carry(target / rel, staging / rel)
             mode = stat.S_IMODE(os.stat(target).st_mode) if target.is_dir() else \
-                0o777 & ~_umask()
+                0o777 & ~current_umask()
             os.chmod(staging, mode)       # mkdtemp made it private while it was filled
             replace_dir(staging, target)
     except PermissionError as e:
