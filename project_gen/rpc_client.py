@@ -37,6 +37,7 @@ from .rpc_frame import (
 from .transport import Transport
 
 LONG_COMMANDS = frozenset({Cmd.RUN, Cmd.TIME, Cmd.PROFILE, Cmd.TUNE_RUN})
+_FEED_BYTES = 4096             # bytes decoded between two looks at the clock
 
 # Limits of the wire format (crt/rpc/kiln_rpc_wire.h, kiln_rpc_tune.h) a reply must keep;
 # the others are in kiln.compiler.limits.
@@ -287,6 +288,8 @@ class RpcClient:
         self.device: DeviceInfo | None = None
         self._decoder = FrameDecoder()
         self._events: deque[Frame | BadFrame] = deque()
+        self._unread = b""             # bytes read from the transport, not yet decoded
+        self._unread_at = 0
         self._seq = random.randrange(0x10000)
         self._in_session = False
         self._any_valid_frame = False
@@ -333,14 +336,22 @@ class RpcClient:
         p.last_send = time.monotonic()
 
     def _next_event(self, deadline: float) -> Frame | BadFrame | None:
-        while not self._events:
+        """The next frame, or None once `deadline` has passed. The deadline is checked
+        before every frame and every _FEED_BYTES decoded, so a device that floods the line
+        with ACKs or stale frames faster than they are decoded cannot hold a request open
+        past its timeouts (what is still queued is seen on the next call)."""
+        while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            data = self._read(min(remaining, 0.5))
-            if data:
-                self._events.extend(self._decoder.feed(data))
-        return self._events.popleft()
+            if self._events:
+                return self._events.popleft()
+            if self._unread_at >= len(self._unread):
+                self._unread, self._unread_at = self._read(min(remaining, 0.5)), 0
+            chunk = self._unread[self._unread_at: self._unread_at + _FEED_BYTES]
+            self._unread_at += len(chunk)
+            if chunk:
+                self._events.extend(self._decoder.feed(chunk))
 
     def _read(self, timeout: float) -> bytes:
         """transport.read, naming a device that printed something else and hung up."""
@@ -363,6 +374,7 @@ class RpcClient:
                 break
             self._decoder.feed(data)
         self._events.clear()
+        self._unread, self._unread_at = b"", 0
 
     def _retransmit(self, p: _Pending, why: str, give_up_at: float | None) -> None:
         p.retries += 1

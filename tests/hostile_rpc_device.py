@@ -10,7 +10,8 @@ RpcClient and Session, unchanged, reading bytes from a pipe or a socket. CONFIG_
     {"identity": {"board": "host", "build_id": "b", ...},   # fields of the identity block
      "identity_hex": "...",      # or the whole identity block, verbatim
      "inputs": [bytes, ...], "outputs": [bytes, ...], "layers": ["CONV_2D", ...],
-     "replies": {"TIME": "00ffff...", ...}}                  # a payload (status first) per command
+     "replies": {"TIME": "00ffff...", ...},                 # a payload (status first) per command
+     "flood": "TIME"}            # answer that command with ACKs and stale frames, forever
 
 A command named in "replies" always gets that payload, whatever was asked.
 """
@@ -99,14 +100,30 @@ class Device:
         return b"\x01"                                          # UNKNOWN_CMD
 
 
+def flood(write, frame: Frame) -> None:
+    """Frames that each look like progress (an ACK of the request, an answer to another
+    seq), never the answer: until the host hangs up."""
+    stale = encode_frame(frame.cmd | 0x80, (frame.seq + 1) & 0xFFFF, b"\x00")
+    ack = encode_frame(DeviceFrame.ACK, frame.seq, bytes((frame.cmd,)))
+    batch = (ack + stale) * 200          # faster than a host can read them one by one
+    while True:
+        try:
+            write(batch)
+        except (BrokenPipeError, ConnectionError, OSError):
+            return
+
+
 def serve(read, write, device: Device) -> None:
     decoder = FrameDecoder()
+    flooded = device.config.get("flood")
     while True:
         data = read()
         if not data:
             return
         for event in decoder.feed(data):
             if isinstance(event, Frame) and event.cmd < 0x80:
+                if flooded and event.cmd == Cmd[flooded]:
+                    return flood(write, event)
                 write(device.answer(event))
 
 

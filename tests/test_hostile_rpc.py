@@ -264,3 +264,31 @@ def test_profile_refuses_a_short_profile_reply_in_one_line(project):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "malformed PROFILE reply: 3 bytes, too short" in lines[0]
+
+
+@pytest.mark.parametrize("command, call, message", [
+    ("TIME", "s.time(repeat=1, timeout=1.0)", "accepted TIME but gave no answer within 1.0 s"),
+    ("ECHO", "s.echo(b'x')", "no answer to ECHO from fake"),
+])
+def test_a_device_flooding_acks_and_stale_frames_cannot_hold_a_request(command, call, message):
+    """ACKs and answers to other requests used to keep the client reading forever. Run in
+    a child with a timeout, so that a hang fails the test instead of stalling the suite."""
+    code = f"""
+import json, sys
+from kiln.compiler.errors import TransportError
+from kiln.project_gen.rpc_client import RpcOptions
+from kiln.project_gen.session import Session
+from kiln.project_gen.transport import SubprocessTransport
+config = json.dumps({{"flood": {command!r}}})
+t = SubprocessTransport([sys.executable, {str(DEVICE)!r}, config], name="fake")
+s = Session(t, options=RpcOptions(retry_timeout=0.1, max_backoff=0.3, max_retries=4,
+                                  command_timeout=5.0, connect_timeout=5.0))
+try:
+    {call}
+except TransportError as e:
+    print(e)
+s.close()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert message in proc.stdout, proc.stdout + proc.stderr
