@@ -91,14 +91,22 @@ def to_result(text: str, outputs: list[TensorSpec], unit: str, exit_code: int,
               where: str) -> RunResult:
     """Check the transcript is complete and decode it into a RunResult."""
     t = parse_lines(text)
-    tail = " | ".join(text.strip().splitlines()[-3:])
+    # What the device printed is quoted with repr: control characters and escape
+    # sequences in it never reach the terminal raw.
+    tail = " | ".join(text.strip().splitlines()[-3:])[-240:]
     if t.fault:
-        raise DeviceError(f"{where}: the firmware faulted ({t.fault}); last output: {tail}")
+        raise DeviceError(f"{where}: the firmware faulted ({t.fault[:120]!r}); last output: "
+                          f"{tail!r}")
     if t.status is None:
         raise DeviceError(f"{where}: the firmware stopped without its KILN END line "
                           f"(exit code {exit_code}); last output: {tail!r}")
     if t.status != 0:
         raise DeviceError(f"{where}: kiln_run() returned status {t.status}")
+    if not t.tick_hz or t.tick_hz < 0:
+        raise DeviceError(f"{where}: the firmware reported a tick rate of {t.tick_hz} Hz")
+    bad = {s: n for s, n in t.ticks.items() if not 0 <= n < 1 << 64}
+    if bad:
+        raise DeviceError(f"{where}: the firmware reported impossible ticks {bad}")
     samples = []
     for s in range(t.num_samples):
         row = []
@@ -116,4 +124,4 @@ def to_result(text: str, outputs: list[TensorSpec], unit: str, exit_code: int,
                else samples[0][o] for o in range(len(outputs))]
     return RunResult(outputs=stacked, samples=samples,
                      ticks=[t.ticks[s] for s in range(t.num_samples)],
-                     tick_hz=t.tick_hz or 0, unit=unit, stack_bytes=t.stack, log=text)
+                     tick_hz=t.tick_hz, unit=unit, stack_bytes=t.stack, log=text)

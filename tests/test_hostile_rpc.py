@@ -292,3 +292,22 @@ s.close()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert message in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- what a standalone firmware prints (project_gen/console.py) ------------------------------
+
+@pytest.mark.parametrize("text, message", [
+    ("KILN BEGIN m b 1\nKILN OUTPUT 0 0 1 05\nKILN TICKS 0 5\nKILN END 0 0\n",
+     "tick rate of 0 Hz"),                                   # was a ZeroDivisionError later
+    ("KILN BEGIN m b 1\nKILN OUTPUT 0 0 1 05\nKILN TICKS 0 -5\nKILN END 0 100\n",
+     "impossible ticks {0: -5}"),
+    ("KILN BEGIN m b 1\nKILN FAULT \x1b[2J\x1b]0;pwned\x07\n", r"faulted \('\\x1b\[2J"),
+])
+def test_a_hostile_transcript_is_one_clean_device_error(text, message):
+    from kiln.compiler.inputs import TensorSpec
+    from kiln.project_gen.console import to_result
+
+    out = [TensorSpec("y", (1,), np.dtype(np.int8), None, None)]
+    with pytest.raises(DeviceError, match=message) as e:
+        to_result(text, out, "cycles", 0, "test").seconds
+    assert "\x1b" not in str(e.value)
