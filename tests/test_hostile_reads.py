@@ -315,3 +315,16 @@ def test_specs_from_a_hostile_kiln_json_are_one_input_error(tmp_path):
     deep.write_text('{"inputs": []}')
     with pytest.raises(InputError, match="KeyError"):
         specs_from_kiln_json(deep)
+
+
+def test_a_damaged_elf_is_one_build_error(tmp_path):
+    from kiln.compiler.errors import BuildError
+    from kiln.project_gen.elf import read_elf
+
+    elf = tmp_path / "firmware.elf"
+    header = b"\x7fELF\x01\x01\x01" + bytes(0x20 - 7) + struct.pack("<I", 1 << 30) + bytes(0x20)
+    elf.write_bytes(header)                  # section headers 1 GiB past a 64-byte file
+    with pytest.raises(BuildError, match="damaged ELF file"):
+        read_elf(elf)
+    with pytest.raises(BuildError, match="regular files only"):
+        read_elf(tmp_path)
