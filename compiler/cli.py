@@ -247,8 +247,18 @@ def add_optimize_argument(p: argparse.ArgumentParser) -> None:
                         f"(default {DEFAULT_OPTIMIZE})")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with kiln's error shape: one line on stderr and exit code 2, like every
+    other bad input (argparse prints a usage block first; --help still shows it)."""
+
+    def error(self, message: str):
+        print(f"kiln: error: {terminal(message)} (see `{terminal(self.prog)} --help`)",
+              file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = argparse.ArgumentParser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
+    parser = _Parser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
     parser.add_argument("--version", action="version", version="kiln 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

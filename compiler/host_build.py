@@ -58,7 +58,7 @@ def _run(cmd: list[str], cwd: Path) -> None:
     cc = shutil.which(cmd[0])
     if cc is None:
         raise BuildError(f"{cmd[0]} not found: install a C compiler (e.g. apt-get install gcc)")
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace")
     if proc.returncode != 0:
         raise BuildError(f"host C build failed: {' '.join(cmd[:3])} ...\n{proc.stderr.strip()[-4000:]}")
 

@@ -9,10 +9,11 @@ kiln.json give the same picture. Plain SVG text: no plotting dependency.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
+from html import escape as _html_escape
 from pathlib import Path
 
 from .errors import InputError
+from .escape import printable
 from .fsutil import atomic_write_text, refuse_overwriting_inputs
 
 _W, _H = 960, 540                      # drawing area
@@ -21,6 +22,12 @@ _COLORS = {"tensor": "#4c78a8", "scratch": "#f58518"}
 _OVERLAP = "#54a24b"
 _SHORT = {"CONV_2D": "conv", "DEPTHWISE_CONV_2D": "dwconv", "FULLY_CONNECTED": "fc",
           "AVERAGE_POOL_2D": "avgpool", "MAX_POOL_2D": "maxpool", "TRANSPOSE_CONV": "tconv"}
+
+
+def escape(text: object) -> str:
+    """Text for SVG: one line of printable ASCII (a model name may hold control characters,
+    which XML forbids even escaped), then XML-escaped."""
+    return _html_escape(printable(text))
 
 
 def memory_svg(report: dict) -> str:

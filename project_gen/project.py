@@ -191,7 +191,7 @@ class Project:
             find_tool(compiler_for(self.board))
             self._check_build_dir()
             argv = [find_tool(MAKE), "-C", str(self.path), f"-j{jobs or os.cpu_count() or 1}"]
-            proc = subprocess.run(argv, capture_output=True, text=True)
+            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace")
             log = proc.stdout + proc.stderr
             self._write("build/build.log", log.encode("utf-8", "replace"))
             if proc.returncode != 0:
@@ -293,6 +293,7 @@ class Project:
             where = "host"
             try:
                 done = subprocess.run([str(self.elf)], capture_output=True, text=True,
+                                      errors="replace",
                                       stdin=subprocess.DEVNULL,
                                       timeout=timeout or HOST_RUN_TIMEOUT_S)
             except subprocess.TimeoutExpired:

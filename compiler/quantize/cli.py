@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..cli_args import positive_int
 from ..errors import InputError
+from ..escape import terminal
 from ..ir import Graph
 from .calibrate import METHODS
 
@@ -107,7 +108,7 @@ def quantize_for_compile(graph: Graph, args) -> Graph:
     int8 already is returned as is, with a note)."""
     q, report = _quantize(graph, args)
     if report is None:
-        print(f"note: {graph.name} is an int8 model already; --calibration is ignored")
+        print(f"note: {terminal(graph.name)} is an int8 model already; --calibration is ignored")
     else:
         print(_describe(q, report))
     return q

@@ -57,7 +57,8 @@ def toolchain_version(board_is_host: bool) -> str:
     cc = "cc" if board_is_host else "arm-none-eabi-gcc"
     if shutil.which(cc) is None:
         return f"{cc} (not found)"
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True,
+                         errors="replace").stdout
     return out.splitlines()[0].strip() if out else cc
 
 
@@ -132,7 +133,7 @@ def _flash(command: str, project, port: str) -> None:
     cmd = command.format(elf=shell_word(build / "firmware.elf"),
                          bin=shell_word(build / "firmware.bin"),
                          hex=shell_word(build / "firmware.hex"), port=shell_word(port))
-    done = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    done = subprocess.run(cmd, shell=True, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
         raise BuildError(f"flash command failed ({done.returncode}): {cmd}\n"
                          f"{(done.stderr or done.stdout).strip()[-500:]}")
