@@ -24,7 +24,10 @@ from kiln.compiler.arrays_io import (check_output_path, files_read, print_sample
 from kiln.compiler.cli_args import positive_float, repeat_count
 from kiln.compiler.cache import cache_dir, cached_entry
 from kiln.compiler.errors import InputError, KilnError
-from kiln.compiler.fsutil import atomic_write_text
+from kiln.compiler.escape import project_name
+from kiln.compiler.frontend.tflite_reader import MAX_MODEL_BYTES
+from kiln.compiler.fsutil import atomic_write_text, read_regular_file
+from kiln.compiler.tune.records import MAX_RECORDS_BYTES
 from kiln.compiler.compile import tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
@@ -114,14 +117,18 @@ def host_driven_project(target: str | Path, board: str, cache: Path | None = Non
         return project
     if not target.is_file():
         raise InputError(f"{target}: no such model file or project directory")
-    model_hash = hashlib.sha256(target.read_bytes()).hexdigest()[:16]
+    model_bytes = read_regular_file(target, "model", MAX_MODEL_BYTES)
+    model_hash = hashlib.sha256(model_bytes).hexdigest()[:16]
     tuned = ""
     if tuning_records is not None:
         if not Path(tuning_records).is_file():
             raise InputError(f"{tuning_records}: no such tuning records file")
-        tuned = "-t" + hashlib.sha256(Path(tuning_records).read_bytes()).hexdigest()[:12]
-    out = (cache or cache_root()) / (f"{target.stem}-{model_hash}-{board}-{_sources_digest()}"
-                                     f"{tuned}")
+        records = read_regular_file(tuning_records, "tuning records file", MAX_RECORDS_BYTES)
+        tuned = "-t" + hashlib.sha256(records).hexdigest()[:12]
+    # The file name only labels the entry (the hash keys it): an identifier of bounded
+    # length, so no byte of it makes an odd or over-long folder name.
+    label = project_name(target.stem)[:40]
+    out = (cache or cache_root()) / f"{label}-{model_hash}-{board}-{_sources_digest()}{tuned}"
 
     def build(staging: Path) -> None:
         project = create_project(str(target), board=board, out_dir=staging,
