@@ -19,18 +19,9 @@ from pathlib import Path
 from _common import REPO, table
 
 sys.path.insert(0, str(REPO / "tests"))
-from tflite_builder import OpSpec, TensorSpec, build_model  # noqa: E402
+from tflite_builder import chain_model  # noqa: E402
 
 from kiln.compiler import compile  # noqa: E402
-
-
-def chain_model(n: int, op: str) -> bytes:
-    ts = [TensorSpec((1, 8), scale=0.05, zero_point=0, name="t0")]
-    ops = []
-    for i in range(n):
-        ts.append(TensorSpec((1, 8), scale=0.05, zero_point=0, name=f"t{i + 1}"))
-        ops.append(OpSpec(op, [i, i] if op == "ADD" else [i], [i + 1]))
-    return build_model(ops, ts, [0], [n])
 
 
 def main() -> None:

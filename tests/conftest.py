@@ -43,6 +43,23 @@ def require_tool(name: str) -> str:
     return path
 
 
+def run_kiln(capsys, *argv) -> tuple[int, str, str]:
+    """Exit code, stdout, stderr of `kiln argv` run in-process; never a traceback."""
+    from kiln.compiler.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def one_error(err: str) -> str:
+    """The single `kiln: error:` line stderr must consist of."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kiln: error: "), err
+    return lines[0]
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-snapshots", action="store_true",
                      help="rewrite tests/snapshots/ from the current code generator")

@@ -15,27 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, model_path, models_root, require_tool
+from conftest import REPO, model_path, models_root, require_tool, one_error, run_kiln as kiln
 from kiln.compiler.cli import main
 from kiln.compiler.errors import BoardError
 from kiln.project_gen import Project, create_project
 
 DIGITS = REPO / "examples" / "digits" / "digits_int8.tflite"
 DIGITS_X = REPO / "examples" / "digits" / "digits_test_x.npy"
-
-
-def kiln(capsys, *argv: str) -> tuple[int, str, str]:
-    """Exit code, stdout, stderr of `kiln argv`; never a traceback."""
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kiln: error: "), err
-    return lines[0]
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -11,19 +11,9 @@ import pytest
 
 import kiln.compiler as kc
 from kiln.compiler.memory_plan import Buffer, Overlap, plan
-from tflite_builder import OpSpec, TensorSpec, build_model
+from tflite_builder import chain_model
 
 LINEAR_RATIO_MAX = 8.0      # for 4x the size: linear ~4, n log n ~4.5, quadratic ~16
-
-
-def chain_model(n: int, op: str = "ADD") -> bytes:
-    """n int8 element-wise ops in a chain over a small tensor (ADD reads its input twice)."""
-    ts = [TensorSpec((1, 8), scale=0.05, zero_point=0, name="t0")]
-    ops = []
-    for i in range(n):
-        ts.append(TensorSpec((1, 8), scale=0.05, zero_point=0, name=f"t{i + 1}"))
-        ops.append(OpSpec(op, [i, i] if op == "ADD" else [i], [i + 1]))
-    return build_model(ops, ts, [0], [n])
 
 
 def cpu_seconds(fn) -> float:

@@ -22,8 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, models_root, require_tool
-from kiln.compiler.cli import main
+from conftest import REPO, models_root, require_tool, one_error, run_kiln as kiln
 from kiln.compiler.fsutil import STAGING_PREFIX
 from kiln.compiler.outdir import LOCK_FILE
 from kiln.project_gen import Project
@@ -33,20 +32,6 @@ DIGITS = REPO / "examples" / "digits" / "digits_int8.tflite"
 DIGITS_X = REPO / "examples" / "digits" / "digits_test_x.npy"
 # What the `kiln` console script runs (pyproject.toml [project.scripts]).
 KILN = [sys.executable, "-c", "import sys; from kiln.launcher import main; sys.exit(main())"]
-
-
-def kiln(capsys, *argv) -> tuple[int, str, str]:
-    """Exit code, stdout, stderr of `kiln argv`; never a traceback."""
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return code, out, err
-
-
-def one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kiln: error: "), err
-    return lines[0]
 
 
 def tree(root: Path) -> dict[str, object]:

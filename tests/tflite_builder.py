@@ -644,3 +644,13 @@ def bias_spec(n: int, rng: np.random.Generator, input_scale: float,
     return TensorSpec((n,), "int32", scale=scale, zero_point=[0] * len(scales),
                       data=data, name=name)
 
+
+def chain_model(n: int, op: str = "ADD") -> bytes:
+    """n int8 element-wise ops in a chain over a small tensor (ADD reads its input twice):
+    the long graphs compile-time scaling is measured on."""
+    ts = [TensorSpec((1, 8), scale=0.05, zero_point=0, name="t0")]
+    ops = []
+    for i in range(n):
+        ts.append(TensorSpec((1, 8), scale=0.05, zero_point=0, name=f"t{i + 1}"))
+        ops.append(OpSpec(op, [i, i] if op == "ADD" else [i], [i + 1]))
+    return build_model(ops, ts, [0], [n])
