@@ -188,6 +188,8 @@ class Project:
         through it, out of the project).
         """
         with self._locked():
+            # A project made by an older kiln may break a limit create_project checks now.
+            check_firmware_limits(self.manifest, self.mode, self.board)
             find_tool(compiler_for(self.board))
             self._check_build_dir()
             argv = [find_tool(MAKE), "-C", str(self.path), f"-j{jobs or os.cpu_count() or 1}"]
