@@ -36,7 +36,7 @@ from .rpc_frame import (
 )
 from .transport import Transport
 
-LONG_COMMANDS = frozenset({Cmd.RUN, Cmd.TIME, Cmd.PROFILE, Cmd.TUNE_RUN})
+LONG_COMMANDS = frozenset({Cmd.RUN, Cmd.TIME, Cmd.PROFILE, Cmd.TUNE_RUN, Cmd.STEP})
 _FEED_BYTES = 4096             # bytes decoded between two looks at the clock
 
 # Limits of the wire format (crt/rpc/kiln_rpc_wire.h, kiln_rpc_tune.h) a reply must keep;
@@ -147,6 +147,12 @@ class DeviceInfo:
     def inputs_overwritten(self) -> bool:
         """A run writes over the model inputs (the memory plan reuses their bytes)."""
         return bool(self.flags & 0x04)
+
+    @property
+    def has_step(self) -> bool:
+        """The server has STEP and the ARENA space (layer-by-layer runs, `kiln validate
+        --per-layer`); firmware built before them has not."""
+        return bool(self.flags & 0x08)
 
     @classmethod
     def parse(cls, data: bytes, cmd: int = Cmd.HELLO) -> DeviceInfo:
@@ -626,6 +632,17 @@ class RpcClient:
         r.check(sum(ticks) <= total, f"the layers' ticks add up to {sum(ticks):,}, more than "
                                      f"the total {total:,}")
         return ProfileChunk(num_layers, got_first, ticks, total)
+
+    def step(self, first: int, count: int = 1, timeout: float | None = None) -> int:
+        """STEP: run layers [first, first + count) on what the arena holds; their ticks."""
+        request = struct.pack("<HH", _check_arg(first, 16, "first layer"),
+                              _check_arg(count, 16, "layer count", lo=1))
+        r = Reply(Cmd.STEP, self.call(Cmd.STEP, request, timeout=timeout).payload)
+        rc, ticks = r.fields("iQ", "return code and ticks")
+        r.end()
+        r.check(rc == 0, f"status OK with return code {rc}")
+        r.check(ticks < WRAPPED_TICKS, f"{ticks:,} ticks: the device's timer wrapped")
+        return ticks
 
     def layer_name(self, index: int) -> str:
         r = Reply(Cmd.LAYER, self.call(Cmd.LAYER, struct.pack("<H", _check_arg(index, 16, "layer")),

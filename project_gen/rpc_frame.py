@@ -39,6 +39,7 @@ class Cmd(IntEnum):
     TUNE_INFO = 0x0B
     TUNE_RUN = 0x0C
     RESET = 0x0D
+    STEP = 0x0E
 
 
 class DeviceFrame(IntEnum):

@@ -33,7 +33,7 @@ from .rpc_client import (
 from .rpc_frame import Status
 from .transport import Transport
 
-SPACE_INPUT, SPACE_OUTPUT, SPACE_TUNE = 0, 1, 2
+SPACE_INPUT, SPACE_OUTPUT, SPACE_TUNE, SPACE_ARENA = 0, 1, 2, 3
 _WRITE_OVERHEAD = 8  # space, index, variant, offset before the data
 _MIN_CHUNK = 32
 _T = TypeVar("_T")
@@ -211,11 +211,12 @@ class Session:
                 return len(piece)
             offset += self._adaptive(put)
 
-    def _download(self, space: int, index: int, size: int, variant: int = 0) -> bytes:
+    def _download(self, space: int, index: int, size: int, variant: int = 0,
+                  start: int = 0) -> bytes:
         out = bytearray()
         while len(out) < size:
             def get(chunk: int, at: int = len(out)) -> bytes:
-                return self.client.read(space, index, at, min(chunk, size - at), variant)
+                return self.client.read(space, index, start + at, min(chunk, size - at), variant)
             out += self._adaptive(get)
         return bytes(out)
 
@@ -347,6 +348,22 @@ class Session:
             first += len(chunk.ticks)
         self._ran_model()
         return Profile(layers, sum(layer.ticks for layer in layers), self.device.tick_hz)
+
+    def step(self, first: int, count: int = 1, timeout: float | None = None) -> int:
+        """Run layers [first, first + count) on what the device's arena holds (after
+        write_input for layer 0); their ticks. Read a layer's output with read_arena
+        before a later layer writes over it."""
+        if not self.device.has_step:
+            raise DeviceError(f"the firmware on {self.transport.name} predates layer-by-layer "
+                              f"runs (STEP): rebuild and flash the project")
+        ticks = self.client.step(first, count, timeout)
+        self._ran_model()
+        return ticks
+
+    def read_arena(self, offset: int, size: int) -> bytes:
+        """`size` bytes of the device's arena from `offset` (a tensor where kiln.json's
+        plan puts it)."""
+        return self._download(SPACE_ARENA, 0, size, start=offset)
 
     # ---- tuning -------------------------------------------------------------------------
 

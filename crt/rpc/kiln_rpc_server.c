@@ -165,6 +165,15 @@ static int kiln_rpc_lookup(uint8_t space, uint8_t index, uint16_t variant, kiln_
         (void)variant;
         return KILN_RPC_ERR_UNSUPPORTED;
 #endif
+    } else if (space == KILN_RPC_SPACE_ARENA) {
+        /* The whole arena, read only: the host reads a layer's output where the plan put
+         * it (kiln.json), right after STEP ran that layer. */
+        if (index != 0) {
+            return KILN_RPC_ERR_ARG;
+        }
+        out->offset = 0;
+        out->bytes = (uint32_t)KILN_RPC_ARENA_SIZE;
+        out->writable = 0;
     } else {
         return KILN_RPC_ERR_ARG;
     }
@@ -261,6 +270,7 @@ static uint8_t *kiln_rpc_identity(const kiln_rpc_server_t *s, uint8_t *p)
      * run whose outputs it wants (TIME and PROFILE runs consume the inputs too). */
     flags |= KILN_RPC_INFO_INPUTS_OVERWRITTEN;
 #endif
+    flags |= KILN_RPC_INFO_STEP;
     memcpy(p, KILN_RPC_MAGIC, 4);
     p += 4;
     *p++ = (uint8_t)KILN_RPC_PROTOCOL_VERSION;
@@ -422,7 +432,7 @@ static int kiln_rpc_counts_ok(uint32_t repeat, uint32_t warmup)
 static int kiln_rpc_is_long(uint8_t cmd)
 {
     return cmd == KILN_RPC_CMD_RUN || cmd == KILN_RPC_CMD_TIME || cmd == KILN_RPC_CMD_PROFILE ||
-           cmd == KILN_RPC_CMD_TUNE_RUN;
+           cmd == KILN_RPC_CMD_TUNE_RUN || cmd == KILN_RPC_CMD_STEP;
 }
 
 /* Dispatch one request. `in`/`n` is the payload; the response payload is built
@@ -655,6 +665,32 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         (void)in;
         return n == 8 ? KILN_RPC_ERR_UNSUPPORTED : KILN_RPC_ERR_LENGTH;
 #endif
+    }
+
+    case KILN_RPC_CMD_STEP: {
+        /* u16 first, u16 count -> i32 rc, u64 ticks. Layers [first, first + count), in
+         * order, on whatever the arena holds: the host steps through a run and reads each
+         * layer's output (ARENA space) before a later layer writes over it. */
+        uint32_t first, count, layer;
+        uint64_t t0, dt;
+        int rc = 0;
+        if (n != 4) {
+            return KILN_RPC_ERR_LENGTH;
+        }
+        first = kiln_rd16(in);
+        count = kiln_rd16(in + 2);
+        if (count == 0u || first >= (uint32_t)KILN_NUM_LAYERS ||
+            count > (uint32_t)KILN_NUM_LAYERS - first) {
+            return KILN_RPC_ERR_RANGE;
+        }
+        t0 = kiln_platform_ticks();
+        for (layer = first; layer < first + count && rc == 0; ++layer) {
+            rc = kiln_run_layer((int32_t)layer, kiln_rpc_arena_buf);
+        }
+        dt = kiln_platform_ticks() - t0;
+        out = kiln_wr32(out, (uint32_t)rc);
+        *end = kiln_wr64(out, dt);
+        return rc == 0 ? KILN_RPC_OK : KILN_RPC_ERR_MODEL;
     }
 
     case KILN_RPC_CMD_RESET:

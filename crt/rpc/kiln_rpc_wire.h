@@ -60,7 +60,8 @@ typedef enum {
     KILN_RPC_CMD_LAYER = 0x0A,      /* name of one layer */
     KILN_RPC_CMD_TUNE_INFO = 0x0B,  /* one tuning variant: name and buffers */
     KILN_RPC_CMD_TUNE_RUN = 0x0C,   /* warm-up, then time N runs of one variant */
-    KILN_RPC_CMD_RESET = 0x0D       /* mode 0: end session, zero arena; mode 1: leave server */
+    KILN_RPC_CMD_RESET = 0x0D,      /* mode 0: end session, zero arena; mode 1: leave server */
+    KILN_RPC_CMD_STEP = 0x0E        /* run layers [first, first + count) with kiln_run_layer */
 } kiln_rpc_cmd_t;
 
 #define KILN_RPC_RESPONSE_BIT 0x80u
@@ -87,13 +88,15 @@ typedef enum {
 typedef enum {
     KILN_RPC_SPACE_INPUT = 0,  /* model input <index> */
     KILN_RPC_SPACE_OUTPUT = 1, /* model output <index> (read only) */
-    KILN_RPC_SPACE_TUNE = 2    /* buffer <index> of tuning variant <variant> */
+    KILN_RPC_SPACE_TUNE = 2,   /* buffer <index> of tuning variant <variant> */
+    KILN_RPC_SPACE_ARENA = 3   /* index 0: the whole arena, read only (intermediate tensors) */
 } kiln_rpc_space_t;
 
 /* HELLO/INFO/BOOT identity block flags. */
 #define KILN_RPC_INFO_TUNING 0x01u  /* the build has a tuning table */
 #define KILN_RPC_INFO_SESSION 0x02u /* a session is open */
 #define KILN_RPC_INFO_INPUTS_OVERWRITTEN 0x04u /* a run writes over the model inputs */
+#define KILN_RPC_INFO_STEP 0x08u    /* the server has STEP and the ARENA space */
 
 /* RUN flags. */
 #define KILN_RPC_RUN_CHECK_INPUT 0x01u /* verify the inputs' CRC-32 before running */
