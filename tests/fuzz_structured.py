@@ -81,19 +81,40 @@ HOSTILE_NAMES = ["*/\n#error injected\n/*", "a\"b\\c", "\n", "x" * 5000, "é€\
                  "??/", "#define memcpy", ""]
 
 
+# Kinds of hostile draw. A model focuses on one (mostly), so a bad option is not always
+# preceded by a bad shape that the reader refuses first.
+CATEGORIES = frozenset({"param", "shape", "quant", "graph", "dtype", "name"})
+FOCUS_WEIGHTS = {"param": 0.5, "shape": 0.2, "quant": 0.15, "graph": 0.08, "dtype": 0.04,
+                 "name": 0.03}
+
+
 class Draw:
     """The random source: ordinary values, and with probability `hostility` per draw a
     hostile one. `hostility` 0 gives a model TFLite itself would accept."""
 
-    def __init__(self, rng: np.random.Generator, hostility: float, budget: int = 1 << 30):
+    def __init__(self, rng: np.random.Generator, hostility: float, budget: int = 1 << 30,
+                 focus: frozenset[str] = CATEGORIES, targets: frozenset[int] | None = None):
         self.rng = rng
         self.hostility = hostility
+        self.focus = focus              # which kinds of draw may turn hostile (CATEGORIES)
+        # Targeted mode: the draws of the focus kind are counted and those numbered in
+        # `targets` turn hostile, so the bad value lands on any option with even odds
+        # (sequential coin flips would mostly spend it on the first ones drawn).
+        self.targets = targets
+        self.count = 0
         self.budget = budget            # hostile draws left: one bad value per model mostly,
                                         # so each reaches its own check, not the first one
         self.notes: list[str] = []      # what was made hostile, for the finding reports
 
-    def hostile(self, what: str = "", weight: float = 1.0) -> bool:
-        if self.budget > 0 and self.rng.random() < self.hostility * weight:
+    def hostile(self, what: str = "", weight: float = 1.0, cat: str = "param") -> bool:
+        if cat not in self.focus:
+            return False
+        if self.targets is not None:
+            self.count += 1
+            fire = self.count - 1 in self.targets
+        else:
+            fire = self.rng.random() < self.hostility * weight
+        if fire and self.budget > 0:
             self.budget -= 1
             if what:
                 self.notes.append(what)
@@ -112,36 +133,37 @@ class Draw:
         if self.hostile():
             # half extreme values, half odd-but-plausible ones (past the usual range,
             # within what a range check might let through to the kernel)
-            v = int(self.pick(hostile or HOSTILE_INTS)) if self.bool() else self.int(hi, 64)
+            v = int(self.pick(hostile or HOSTILE_INTS)) if self.rng.random() < 0.7 \
+                else self.int(hi, 64)
             self.notes.append(f"{what}={v}")
             return v
         return self.int(lo, hi)
 
     def dim(self, lo: int = 1, hi: int = 6) -> int:
-        if self.hostile(weight=0.5):
+        if self.hostile(weight=0.5, cat="shape"):
             v = int(self.pick(HOSTILE_DIMS)) if self.bool() else self.int(hi, 300)
             self.notes.append(f"dim={v}")
             return v
         return self.int(lo, hi)
 
     def shape(self, rank_lo: int = 1, rank_hi: int = 4, lo: int = 1, hi: int = 6) -> tuple:
-        if self.hostile("wrap-shape", 0.15):
+        if self.hostile("wrap-shape", 0.15, cat="shape"):
             return tuple(self.pick(WRAP_SHAPES))
         rank = self.int(rank_lo, rank_hi)
-        if self.hostile(weight=0.2):
+        if self.hostile(weight=0.2, cat="shape"):
             rank = int(self.pick([0, 5, 6, 7, 9, 16]))
             self.notes.append(f"rank={rank}")
         return tuple(self.dim(lo, hi) for _ in range(rank))
 
     def scale(self) -> float:
-        if self.hostile(weight=0.5):
+        if self.hostile(weight=0.5, cat="quant"):
             v = float(self.pick(HOSTILE_FLOATS))
             self.notes.append(f"scale={v}")
             return v
         return float(np.float32(np.exp(self.rng.uniform(np.log(0.004), np.log(0.5)))))
 
     def zp(self, dtype: str = "int8") -> int:
-        if self.hostile(weight=0.5):
+        if self.hostile(weight=0.5, cat="quant"):
             v = int(self.pick(HOSTILE_ZPS))
             self.notes.append(f"zp={v}")
             return v
@@ -163,7 +185,7 @@ class Draw:
         return self.pick(allowed or ACTIVATIONS)
 
     def dtype(self) -> str:
-        if self.hostile("dtype", 0.2):
+        if self.hostile("dtype", 0.5, cat="dtype"):
             return self.pick(["int16", "int32", "uint8", "float32", "int64", "bool"])
         return "int8"
 
@@ -202,7 +224,7 @@ class GraphBuilder:
         self.no_outputs = False
 
     def _name(self) -> str:
-        if self.d.hostile("name", 0.02):
+        if self.d.hostile("name", 0.1, cat="name"):
             return self.d.pick(HOSTILE_NAMES)
         return ""
 
@@ -217,9 +239,9 @@ class GraphBuilder:
         per-channel for int8: both hostile)."""
         if dtype in ("float32", "bool"):
             return {}
-        if self.d.hostile("no-quant", 0.1):
+        if self.d.hostile("no-quant", 0.1, cat="quant"):
             return {}
-        if self.d.hostile("multi-scale", 0.05):
+        if self.d.hostile("multi-scale", 0.05, cat="quant"):
             return {"scale": [self.d.scale(), self.d.scale()], "zero_point": [0, 0]}
         return {"scale": self.d.scale(), "zero_point": self.d.zp(dtype)}
 
@@ -267,7 +289,7 @@ class GraphBuilder:
     def out(self, shape: tuple, dtype: str = "int8", q: dict | None = None) -> int:
         """An op's output tensor; sometimes its shape is off by one dim (hostile)."""
         shape = tuple(int(s) for s in shape)
-        if shape and self.d.hostile("out-shape", 0.1):
+        if shape and self.d.hostile("out-shape", 0.1, cat="shape"):
             i = self.d.int(0, len(shape) - 1)
             shape = shape[:i] + (shape[i] + self.d.pick([1, -1, 7, 2**31 - 1 - shape[i]]),) \
                 + shape[i + 1:]
@@ -319,7 +341,7 @@ def builder(*names: str, rank: int | None = None):
 
 def _same_q(g: GraphBuilder, x: int) -> dict:
     """Output quantization equal to the input's (data movement), or hostile."""
-    if g.d.hostile("requant", 0.3):
+    if g.d.hostile("requant", 0.3, cat="quant"):
         return g.quant(g.dtype(x))
     return g.q_of(x)
 
@@ -419,9 +441,9 @@ def _weights(g: GraphBuilder, d: Draw, shape: tuple, axis: int) -> int:
     per_channel = d.rng.random() < 0.7 and 0 < n <= 4096
     scales = [d.scale() for _ in range(n)] if per_channel else [d.scale()]
     zps = [0] * len(scales)
-    if d.hostile("weight-zp", 0.3):
+    if d.hostile("weight-zp", 0.3, cat="quant"):
         zps[0] = d.zp()
-    if d.hostile("scale-count", 0.1):
+    if d.hostile("scale-count", 0.1, cat="quant"):
         scales, zps = scales + [0.1], zps + [0]
     return g.const(_rand_data(d, shape, "int8"), "int8", shape, scale=scales, zero_point=zps,
                    quantized_dimension=axis if per_channel else 0)
@@ -443,7 +465,7 @@ def _bias(g: GraphBuilder, d: Draw, n: int, x: int) -> int:
 def _padding(d: Draw) -> Any:
     if d.hostile("padding", 0.2):
         return d.pick([7, -1, 2])
-    return d.pick(["SAME", "VALID"])
+    return d.pick(["SAME", "SAME", "VALID"])   # SAME keeps a huge filter or dilation legal
 
 
 @builder("CONV_2D", rank=4)
@@ -851,7 +873,7 @@ def _gather(g: GraphBuilder, d: Draw, x: int) -> int:
         bd = d.pick([-1, r, a + 1, I32_MAX])
     idx_shape = tuple(xs[:max(0, min(bd, r))]) + tuple(d.int(1, 4) for _ in range(d.int(0, 2)))
     dim = xs[a] if xs else 1
-    idx = d.rng.integers(0, max(dim, 1), max(_count(idx_shape), 1))
+    idx = d.rng.integers(0, max(dim, 1), min(max(_count(idx_shape), 1), MAX_CONST_ELEMS))
     if d.hostile("index-range", 0.6) and idx.size:
         idx[d.int(0, idx.size - 1)] = d.pick([-1, dim, dim + 1, I32_MAX, I32_MIN, 2**16])
     it = d.pick(["int32", "int32", "int64", "int16"])
@@ -1028,12 +1050,12 @@ def _to_shape(g: GraphBuilder, x: int, shape: tuple) -> int:
 
 def _first_shape(d: Draw, op: str) -> tuple:
     if RANK.get(op) == 4:
-        if d.hostile("rank-4-wrap", 0.1):
+        if d.hostile("rank-4-wrap", 0.1, cat="shape"):
             return d.pick([(1, 2**16, 2**16, 1), (1, 46341, 46341, 1), (2**10, 2**10, 2**10, 2),
                            (1, I32_MAX, 1, 1), (1, 1, I32_MAX, 3), (1, 2**24, 2**24, 1),
                            (2**24, 2**24, 2**24, 2**24), (1, 2**12, 2**12, 2**8),
                            (1, 2**24, 1, 2**8), (1, 1, 2**24, 3)])
-        if d.hostile("rank!=4", 0.05):
+        if d.hostile("rank!=4", 0.05, cat="shape"):
             return d.shape(0, 6)
         return (d.dim(1, 2), d.dim(1, 9), d.dim(1, 9), d.dim(1, 8))
     return d.shape(0, 5, 1, 6)
@@ -1091,7 +1113,7 @@ def generate(seed: int, index: int) -> Case:
     for attempt in range(20):
         try:
             return _generate(seed, index, np.random.default_rng([seed, index, attempt]))
-        except (ValueError, OverflowError, IndexError):
+        except (ValueError, ArithmeticError, LookupError):
             continue
     raise RuntimeError(f"no model for seed {seed} index {index}")
 
@@ -1099,8 +1121,16 @@ def generate(seed: int, index: int) -> Case:
 def _generate(seed: int, index: int, rng: np.random.Generator) -> Case:
     # A quarter of the models are ordinary (hostility 0): their C must run clean; the rest
     # carry one hostile value (most), or a few.
-    hostility = float(rng.choice([0.0, 0.1, 0.2, 0.4]))
-    d = Draw(rng, hostility, budget=int(rng.choice([1, 1, 1, 2, 4])))
+    hostility = 0.0 if rng.random() < 0.25 else float(rng.uniform(0.05, 0.5))
+    cats = list(FOCUS_WEIGHTS)
+    focus = frozenset([cats[int(rng.choice(len(cats), p=list(FOCUS_WEIGHTS.values())))]]) \
+        if rng.random() < 0.85 else CATEGORIES
+    budget = int(rng.choice([1, 1, 1, 2, 4]))
+    targets = None
+    if hostility and len(focus) == 1:
+        span = {"param": 10, "shape": 8, "quant": 8}.get(next(iter(focus)), 2)
+        targets = frozenset(int(t) for t in rng.integers(0, span, budget))
+    d = Draw(rng, hostility, budget=budget, focus=focus, targets=targets)
     g = GraphBuilder(d)
     n_ops = 1 if rng.random() < 0.6 else int(rng.integers(2, 6))
     names = [d.pick(OPS) for _ in range(n_ops)]
@@ -1130,7 +1160,7 @@ def _generate(seed: int, index: int, rng: np.random.Generator) -> Case:
         g.op("ADD", [tensors[0], x], [o], {"fused_activation_function": "NONE"})
         g.outputs[0] = o
         names.append("ADD")
-    if d.hostile(weight=0.3):
+    if d.hostile(weight=0.5, cat="graph"):
         _graph_mutation(g, d, rng)
     return Case(seed=seed, ops=names, notes=d.notes, model=g.model(),
                 runtime_checked=g.runtime_checked)
