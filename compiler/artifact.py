@@ -40,6 +40,31 @@ def manifest_kind(path: Path) -> str | None:
     return "compile" if all(k in doc for k in COMPILE_KEYS) else None
 
 
+Location = tuple[int, int, np.dtype, tuple[int, ...]]   # arena offset, bytes, dtype, shape
+
+
+def _location(tensors: dict, tid: int) -> Location:
+    t = tensors[tid]
+    if not isinstance(t.get("offset"), int):
+        raise InputError(f"tensor {tid} ({t.get('name')}) has no arena offset in kiln.json")
+    dtype = np.dtype(DTYPES[t["dtype"]])
+    shape = tuple(int(d) for d in t["shape"])
+    return t["offset"], int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, dtype, shape
+
+
+def tensor_locations(report: dict, role: str) -> list[Location]:
+    """Where the model's "inputs" or "outputs" lie in the arena, from a kiln.json report."""
+    tensors = {t["id"]: t for t in report["tensors"]}
+    return [_location(tensors, e["id"]) for e in report[role]]
+
+
+def layer_output_locations(report: dict) -> list[list[Location]]:
+    """Where each layer's outputs lie in the arena (kiln.json's plan), by layer index: read
+    them right after that layer ran, on the host or a device."""
+    tensors = {t["id"]: t for t in report["tensors"]}
+    return [[_location(tensors, tid) for tid in op["outputs"]] for op in report["ops"]]
+
+
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -161,6 +186,31 @@ class Artifact:
         if status != 0:
             raise KilnError(f"kiln_run returned status {status} (a kernel rejected its arguments)")
         return outs
+
+    def run_layers(self, *inputs: np.ndarray) -> list[list[np.ndarray]]:
+        """Run one sample layer by layer (kiln_run_layer) on the host and return every
+        layer's outputs, read from the arena right after that layer ran, before a later
+        one can write over them (in-place plans): the host reference of `kiln validate
+        --per-layer`. Same input rules and errors as run()."""
+        if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
+            inputs = tuple(inputs[0])
+        xs = self._check_inputs(inputs)
+        lib, ffi = self._load()
+        size = self.report["arena_bytes"]
+        buf = np.zeros(size + 16, dtype=np.uint8)
+        skip = -buf.ctypes.data % 16                    # the kernels assume 16-byte alignment
+        arena = buf[skip: skip + size]
+        for (offset, nbytes, _, _), x in zip(tensor_locations(self.report, "inputs"), xs):
+            arena[offset: offset + nbytes] = np.ascontiguousarray(x).view(np.uint8).reshape(-1)
+        pointer = ffi.cast("uint8_t *", ffi.from_buffer(arena))
+        outputs = []
+        for k, locations in enumerate(layer_output_locations(self.report)):
+            status = lib.kiln_run_layer(k, pointer)
+            if status != 0:
+                raise KilnError(f"kiln_run_layer({k}) returned status {status}")
+            outputs.append([arena[o: o + n].view(dtype).reshape(shape).copy()
+                            for o, n, dtype, shape in locations])
+        return outputs
 
     def _load(self):
         if self._lib is None:

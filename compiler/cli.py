@@ -24,6 +24,7 @@ _PLUGIN_MODULES = (
     "kiln.project_gen.cli_commands",
     "kiln.project_gen.rpc_cli",
     "kiln.compiler.tune.cli",
+    "kiln.project_gen.validate_cli",
 )
 
 

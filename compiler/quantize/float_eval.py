@@ -19,24 +19,30 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..errors import InputError, ModelError
-from ..ir import Graph, Op, Tensor
+from ..ir import Graph, Op, Quant, Tensor
 
 Observer = Callable[[int, np.ndarray], None]
 
 
+def dequantize(data: np.ndarray, q: Quant, axis_offset: int = 0) -> np.ndarray:
+    """(data - zero_point) * scale as float32, per channel on q.axis (+ axis_offset, for
+    arrays with leading sample axes)."""
+    shape = [1] * data.ndim
+    if q.per_channel:
+        shape[q.axis + axis_offset] = -1
+    scale = q.scale.astype(np.float32).reshape(shape) if q.per_channel else np.float32(q.scale[0])
+    zp = q.zero_point.reshape(shape) if q.per_channel else q.zero_point[0]
+    return ((data.astype(np.float32) - zp) * scale).astype(np.float32)
+
+
 def const_value(t: Tensor) -> np.ndarray:
-    """A constant tensor as float32 (int8/int32 with a quantization are dequantized)."""
+    """A constant tensor as float32 (int8 with a quantization is dequantized; int32 is
+    read as is: a hybrid model's biases are float)."""
     data = t.data
     if data is None:
         raise ModelError(f"tensor {t.id} ({t.name}) is not a constant")
     if t.quant is not None and data.dtype.kind in "iu" and t.dtype != "int32":
-        q = t.quant
-        shape = [1] * data.ndim
-        if q.per_channel:
-            shape[q.axis] = -1
-        scale = q.scale.astype(np.float32).reshape(shape) if q.per_channel else np.float32(q.scale[0])
-        zp = q.zero_point.reshape(shape) if q.per_channel else q.zero_point[0]
-        return ((data.astype(np.float32) - zp) * scale).astype(np.float32)
+        return dequantize(data, t.quant)
     return data.astype(np.float32)
 
 
