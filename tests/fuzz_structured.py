@@ -425,6 +425,10 @@ def _prelu(g: GraphBuilder, d: Draw, x: int) -> int:
     return o
 
 
+# Strides and dilations: mostly values whose products with a small index overflow int32.
+_BIG_STEPS = [0, -1, 2**16, 2**24, 2**30 + 1, 2**30 + 1, I32_MAX, I32_MAX, 46341]
+
+
 def _conv_out(padding: Any, size: int, k: int, stride: int, dil: int) -> int:
     if stride <= 0:
         return size
@@ -472,9 +476,8 @@ def _padding(d: Draw) -> Any:
 def _conv(g: GraphBuilder, d: Draw, x: int) -> int:
     n, h, w, c = g.shape(x)
     kh, kw = d.param("kh", 1, 4, [0, -1, 2**16, I32_MAX]), d.param("kw", 1, 4, [0, 65536])
-    sh, sw = d.param("stride_h", 1, 3), d.param("stride_w", 1, 3)
-    dh, dw = d.param("dilation_h", 1, 2, [0, -1, 2**30 + 1, I32_MAX, 2**16]), \
-        d.param("dilation_w", 1, 2, [0, 2**30 + 1, I32_MAX])
+    sh, sw = d.param("stride_h", 1, 3, _BIG_STEPS), d.param("stride_w", 1, 3, _BIG_STEPS)
+    dh, dw = d.param("dilation_h", 1, 2, _BIG_STEPS), d.param("dilation_w", 1, 2, _BIG_STEPS)
     oc = d.dim(1, 8)
     ic = c if not d.hostile("groups", 0.3) else d.pick([1, max(c // 2, 1), c + 1, 0])
     pad = _padding(d)
@@ -492,9 +495,8 @@ def _conv(g: GraphBuilder, d: Draw, x: int) -> int:
 def _dwconv(g: GraphBuilder, d: Draw, x: int) -> int:
     n, h, w, c = g.shape(x)
     kh, kw = d.param("kh", 1, 5, [0, -1, 2**16, I32_MAX]), d.param("kw", 1, 5, [0, 65536])
-    sh, sw = d.param("stride_h", 1, 3), d.param("stride_w", 1, 3)
-    dh, dw = d.param("dilation_h", 1, 2, [0, 2**30 + 1, I32_MAX, 2**16]), \
-        d.param("dilation_w", 1, 2, [0, -1, 2**30 + 1, I32_MAX])
+    sh, sw = d.param("stride_h", 1, 3, _BIG_STEPS), d.param("stride_w", 1, 3, _BIG_STEPS)
+    dh, dw = d.param("dilation_h", 1, 2, _BIG_STEPS), d.param("dilation_w", 1, 2, _BIG_STEPS)
     mult = d.param("depth_multiplier", 1, 3, [0, -1, 2**16, I32_MAX])
     oc = c * mult if not d.hostile("dw-channels", 0.2) else c + 1
     pad = _padding(d)
@@ -529,7 +531,7 @@ def _fc(g: GraphBuilder, d: Draw, x: int) -> int:
 def _tconv(g: GraphBuilder, d: Draw, x: int) -> int:
     n, h, w, c = g.shape(x)
     kh, kw = d.param("kh", 1, 4, [0, -1, 2**16]), d.param("kw", 1, 4, [0, I32_MAX])
-    sh, sw = d.param("stride_h", 1, 3), d.param("stride_w", 1, 3)
+    sh, sw = d.param("stride_h", 1, 3, _BIG_STEPS), d.param("stride_w", 1, 3, _BIG_STEPS)
     oc = d.dim(1, 6)
     pad = _padding(d)
     if pad == "SAME":
@@ -558,7 +560,7 @@ def _pool(g: GraphBuilder, d: Draw, x: int, op: str = "MAX_POOL_2D") -> int:
     n, h, w, c = g.shape(x)
     fh = d.param("filter_h", 1, 4, [0, -1, 256, 257, 2**16, 2**20, I32_MAX])
     fw = d.param("filter_w", 1, 4, [0, 256, 2**16, I32_MAX])
-    sh, sw = d.param("stride_h", 1, 3), d.param("stride_w", 1, 3)
+    sh, sw = d.param("stride_h", 1, 3, _BIG_STEPS), d.param("stride_w", 1, 3, _BIG_STEPS)
     pad = _padding(d)
     o = g.out((n, _conv_out(pad, h, fh, sh, 1), _conv_out(pad, w, fw, sw, 1), c),
               g.dtype(x), _same_q(g, x))
@@ -1019,6 +1021,13 @@ def _pass_op(fn: Builder, name: str) -> Builder:
 
 
 OPS = sorted(BUILDERS)
+# Ops with geometry (filters, strides, dilations, blocks, windows) carry the index
+# arithmetic that can overflow in a kernel: drawn three times as often.
+_GEOMETRY = {"CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "AVERAGE_POOL_2D",
+             "MAX_POOL_2D", "FULLY_CONNECTED", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND",
+             "STRIDED_SLICE", "RESIZE_NEAREST_NEIGHBOR", "MIRROR_PAD", "TILE", "GATHER"}
+OP_WEIGHTS = [3.0 if op in _GEOMETRY else 1.0 for op in OPS]
+OP_WEIGHTS = [w / sum(OP_WEIGHTS) for w in OP_WEIGHTS]
 
 
 def _to_rank(g: GraphBuilder, x: int, rank: int) -> int:
@@ -1133,7 +1142,7 @@ def _generate(seed: int, index: int, rng: np.random.Generator) -> Case:
     d = Draw(rng, hostility, budget=budget, focus=focus, targets=targets)
     g = GraphBuilder(d)
     n_ops = 1 if rng.random() < 0.6 else int(rng.integers(2, 6))
-    names = [d.pick(OPS) for _ in range(n_ops)]
+    names = [OPS[int(rng.choice(len(OPS), p=OP_WEIGHTS))] for _ in range(n_ops)]
     # chains continue from int8 tensors: terminal ops only at the end
     names = [n for n in names[:-1] if n not in TERMINAL] + names[-1:]
     first = names[0]
@@ -1348,7 +1357,7 @@ def kernel_objects(cache: Path, cc: str = "cc") -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
 
     def one(src: Path) -> None:
-        tmp = out / (src.stem + ".o.tmp")
+        tmp = out / f"{src.stem}.{os.getpid()}.o.tmp"     # concurrent runs share the cache
         subprocess.run([cc, *sanitizer_flags(), "-c", "-I", str(kdir), "-o", str(tmp), str(src)],
                        check=True, capture_output=True)
         os.replace(tmp, out / (src.stem + ".o"))
