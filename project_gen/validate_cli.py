@@ -82,7 +82,9 @@ def _quantized_file(graph: Graph, args: argparse.Namespace) -> Path:
 
     data = write(quantize_for_compile(graph, args),
                  description=f"kiln int8 quantization of {graph.name} for kiln validate")
-    path = cache_dir("validate") / f"{graph.name}-{hashlib.sha256(data).hexdigest()[:16]}.tflite"
+    folder = cache_dir("validate")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{graph.name}-{hashlib.sha256(data).hexdigest()[:16]}.tflite"
     if not path.is_file():
         atomic_write_bytes(path, data)
     return path
