@@ -152,16 +152,19 @@ class FloatReference:
     def outputs(self, xs: list[np.ndarray]) -> list[np.ndarray]:
         return FloatModel(self.graph).run_batched(xs)
 
-    def tensors(self, xs: list[np.ndarray], names: set[str]) -> dict[str, np.ndarray]:
+    def tensors(self, xs: list[np.ndarray], names: set[str]
+                ) -> tuple[dict[str, np.ndarray], set[str]]:
         """Float values (N, *shape) of the tensors named `names`, from the float model
-        where it has them, else from the twin."""
+        where it has them, else from the twin; and the names the twin gave."""
         found: dict[str, np.ndarray] = {}
         for graph in (self.graph, self.twin):
             wanted = {t.id: t.name for t in graph.tensors if t.name in names - found.keys()}
             if wanted:
                 FloatModel(graph).run(xs, observe=lambda tid, v: found.setdefault(wanted[tid], v)
                                       if tid in wanted else None)
-        return found
+            if graph is self.graph:
+                from_model = set(found)
+        return found, set(found) - from_model
 
 
 # -- the target ------------------------------------------------------------------------------
@@ -271,7 +274,7 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
     out_ids = [op["outputs"][0] for op in ops]
     on_target = [target.run_layers(s) for s in data.samples[:count]]
     on_host = [host.run_layers(*s) for s in data.samples[:count]]
-    floats = reference.tensors([x[:count] for x in data.floats],
+    floats, from_twin = reference.tensors([x[:count] for x in data.floats],
                                {tensors[t]["name"] for t in out_ids} |
                                {graph.tensor(t).name for t in graph.inputs})
     # SQNR of every activation, by the tensor it is stored in (reshapes are views).
@@ -293,7 +296,8 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
             "output_shape": list(tensors[tid]["shape"]), "exact_rate": exact["exact_rate"],
             "differing_elements": exact["differing_elements"],
             "max_abs_diff_lsb": exact["max_abs_diff_lsb"],
-            "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "sqnr_loss_db": None}
+            "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "sqnr_loss_db": None,
+            "float_from": "twin" if t.name in from_twin else reference.kind}
         f = floats.get(t.name)
         if f is not None and t.quant is not None:
             row["sqnr_db"] = sqnr_db(dequantize(tq, t.quant, 1), f)
