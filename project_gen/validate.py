@@ -71,6 +71,21 @@ def sqnr_db(approx: np.ndarray, ref: np.ndarray) -> float | None:
     return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
+def layer_sqnr_db(input_db: float | None, output_db: float | None) -> float | None:
+    """The SQNR a layer would leave if its own noise were the only one: noise-to-signal
+    ratios add (uncorrelated noise), so the layer's own is the output's NSR less its
+    input's. None (exact) inputs have NSR 0; None when the layer adds no noise (a pool
+    or softmax may lower the NSR) or its SQNR is unknown."""
+    if output_db is None or not math.isfinite(output_db):
+        return None
+
+    def nsr(db: float | None) -> float:
+        return 0.0 if db is None else 10.0 ** (-db / 10.0)
+
+    added = nsr(output_db) - nsr(input_db)
+    return -10.0 * math.log10(added) if added > 0 else None
+
+
 def float_metrics(approx: np.ndarray, ref: np.ndarray) -> dict[str, float | None]:
     """Errors of `approx` against the float reference `ref` (same size), over all values."""
     a = approx.astype(np.float64).ravel()
@@ -296,7 +311,7 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
             "output_shape": list(tensors[tid]["shape"]), "exact_rate": exact["exact_rate"],
             "differing_elements": exact["differing_elements"],
             "max_abs_diff_lsb": exact["max_abs_diff_lsb"],
-            "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "sqnr_loss_db": None,
+            "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "layer_sqnr_db": None,
             "float_from": "twin" if t.name in from_twin else reference.kind}
         f = floats.get(t.name)
         if f is not None and t.quant is not None:
@@ -305,15 +320,14 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
         sqnr_of[tid] = row["sqnr_db"]
         src = graph.storage_root(op["inputs"][0]) if op["inputs"] else -1
         row["input_sqnr_db"] = sqnr_of.get(src, sqnr_of.get(op["inputs"][0] if op["inputs"] else -1))
-        if row["input_sqnr_db"] is not None and row["sqnr_db"] is not None:
-            row["sqnr_loss_db"] = row["input_sqnr_db"] - row["sqnr_db"]
+        row["layer_sqnr_db"] = layer_sqnr_db(row["input_sqnr_db"], row["sqnr_db"])
         rows.append(row)
         if first is None and exact["exact_rate"] < 1.0:
             first = first_difference(k, host, tq, hq)
-    ranked = sorted((r for r in rows if r["sqnr_loss_db"] is not None),
-                    key=lambda r: -r["sqnr_loss_db"])
+    ranked = sorted((r for r in rows if r["layer_sqnr_db"] is not None),
+                    key=lambda r: r["layer_sqnr_db"])
     return {"samples": count, "layers": rows, "first_difference": first,
-            "ranked_by_sqnr_loss": [r["index"] for r in ranked]}
+            "ranked_by_layer_sqnr": [r["index"] for r in ranked]}
 
 
 def first_difference(k: int, host: Artifact, tq: np.ndarray, hq: np.ndarray) -> dict[str, Any]:
@@ -383,11 +397,11 @@ def _format_layers(pl: dict[str, Any]) -> list[str]:
     kw = max([len("kernel")] + [len(r["kernel"]) for r in rows])
     lines = [f"per layer, {pl['samples']} sample(s):",
              f"{'#':>3} {'op':<18} {'kernel':<{kw}} {'output':<16} {'exact':>7} {'max|diff|':>9} "
-             f"{'SQNR dB':>8} {'loss dB':>8}"]
+             f"{'SQNR dB':>8} {'layer dB':>8}"]
     for r in rows:
         lines.append(f"{r['index']:>3} {r['op']:<18} {r['kernel']:<{kw}} {str(r['output_shape']):<16} "
                      f"{100 * r['exact_rate']:>6.1f}% {r['max_abs_diff_lsb']:>5} LSB "
-                     f"{_db(r['sqnr_db']):>8} {_num(r['sqnr_loss_db'], '.2f'):>8}")
+                     f"{_db(r['sqnr_db']):>8} {_num(r['layer_sqnr_db'], '.2f'):>8}")
     first = pl["first_difference"]
     if first:
         lines.append(f"first layer that differs on the target: layer {first['layer']} "
@@ -400,10 +414,10 @@ def _format_layers(pl: dict[str, Any]) -> list[str]:
                                  f"{d['host']}" for d in first["differences"][:4]))
     else:
         lines.append("every layer's output matches the host reference")
-    worst = [rows[i] for i in pl["ranked_by_sqnr_loss"][:3]]
+    worst = [rows[i] for i in pl["ranked_by_layer_sqnr"][:3]]
     if worst:
-        lines.append("layers losing most SQNR vs float: " + ", ".join(
-            f"{r['index']} {r['op']} ({r['sqnr_loss_db']:.2f} dB, to {_db(r['sqnr_db'])} dB)"
+        lines.append("layers adding most quantization noise (their own SQNR): " + ", ".join(
+            f"{r['index']} {r['op']} ({r['layer_sqnr_db']:.2f} dB, output {_db(r['sqnr_db'])} dB)"
             for r in worst))
     return lines
 

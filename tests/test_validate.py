@@ -56,6 +56,15 @@ def test_float_metrics_known_values():
     assert sqnr_db(ref, ref) is None                       # identical: no noise at all
 
 
+def test_layer_sqnr_is_the_noise_the_layer_adds():
+    from kiln.project_gen.validate import layer_sqnr_db
+
+    assert layer_sqnr_db(None, 30.0) == pytest.approx(30.0)     # exact input: all its own
+    # input NSR 1e-3, output 2e-3: the layer added 1e-3, i.e. 30 dB of its own
+    assert layer_sqnr_db(30.0, 10 * np.log10(1 / 2e-3)) == pytest.approx(30.0)
+    assert layer_sqnr_db(20.0, 25.0) is None                    # a layer that lowers the noise
+
+
 def test_labels_integer_or_one_hot_and_refused():
     assert labels_as_classes(np.array([[0, 1], [1, 0]]), 2).tolist() == [1, 0]
     assert labels_as_classes(np.array([[2], [5], [7]]), 2).tolist() == [2, 5]
@@ -151,7 +160,10 @@ def test_validate_float_flag_and_per_layer_on_host(capsys, tmp_path):
     assert pl["samples"] == 3 and pl["first_difference"] is None
     assert len(pl["layers"]) == 8 and all(r["exact_rate"] == 1.0 for r in pl["layers"])
     assert all(r["sqnr_db"] is not None and r["sqnr_db"] > 20 for r in pl["layers"])
-    assert sorted(pl["ranked_by_sqnr_loss"]) == list(range(8))
+    ranked = pl["ranked_by_layer_sqnr"]
+    assert ranked and len(set(ranked)) == len(ranked)
+    own = [pl["layers"][i]["layer_sqnr_db"] for i in ranked]
+    assert own == sorted(own)                          # noisiest layer first
     assert "every layer's output matches" in out
 
 
