@@ -36,7 +36,7 @@ import numpy as np
 from kiln.compiler.artifact import Artifact, layer_output_locations
 from kiln.compiler.errors import InputError
 from kiln.compiler.inputs import TensorSpec
-from kiln.compiler.ir import Graph
+from kiln.compiler.ir import Graph, Tensor
 from kiln.compiler.quantize.float_eval import FloatModel, dequantize
 from kiln.compiler.quantize.float_twin import float_twin
 
@@ -49,15 +49,18 @@ MAX_DIFFS_SHOWN = 8
 # -- metrics ------------------------------------------------------------------------------
 
 def exact_metrics(target: np.ndarray, host: np.ndarray) -> dict[str, Any]:
-    """target and host: (N, ...) integer outputs of N samples."""
+    """target and host: (N, ...) outputs of N samples. Integer outputs differ in LSB (with
+    a histogram); float ones (a model quantized with --io float) by their real values."""
     n = len(target)
-    diff = np.abs(target.astype(np.int64) - host.astype(np.int64)).reshape(n, -1)
+    wide = np.float64 if target.dtype.kind == "f" else np.int64
+    diff = np.abs(target.astype(wide) - host.astype(wide)).reshape(n, -1)
     same = ~diff.any(axis=1)
-    counts = Counter(diff.ravel().tolist())
+    counts = Counter(diff.ravel().tolist()) if wide is np.int64 else Counter()
+    largest = diff.max().item() if diff.size else 0
     return {"samples": n, "exact_samples": int(same.sum()),
             "exact_rate": float(same.mean()) if n else 1.0,
             "differing_elements": int(np.count_nonzero(diff)),
-            "max_abs_diff_lsb": int(diff.max()) if diff.size else 0,
+            "max_abs_diff_lsb": largest,
             "diff_histogram_lsb": {str(k): counts[k] for k in sorted(counts)}}
 
 
@@ -297,8 +300,8 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
     for tid, x in zip(graph.inputs, data.floats):
         t = graph.tensor(tid)
         q = np.stack([s[graph.inputs.index(tid)] for s in data.samples[:count]])
-        if t.quant is not None and t.name in floats:
-            sqnr_of[tid] = sqnr_db(dequantize(q, t.quant, 1), floats[t.name])
+        if t.name in floats:
+            sqnr_of[tid] = sqnr_db(_real(q, t), floats[t.name])
     rows, first = [], None
     for k, op in enumerate(ops):
         tid = out_ids[k]
@@ -314,9 +317,9 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
             "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "layer_sqnr_db": None,
             "float_from": "twin" if t.name in from_twin else reference.kind}
         f = floats.get(t.name)
-        if f is not None and t.quant is not None:
-            row["sqnr_db"] = sqnr_db(dequantize(tq, t.quant, 1), f)
-            row["host_sqnr_db"] = sqnr_db(dequantize(hq, t.quant, 1), f)
+        if f is not None and (t.quant is not None or tq.dtype.kind == "f"):
+            row["sqnr_db"] = sqnr_db(_real(tq, t), f)
+            row["host_sqnr_db"] = sqnr_db(_real(hq, t), f)
         sqnr_of[tid] = row["sqnr_db"]
         src = graph.storage_root(op["inputs"][0]) if op["inputs"] else -1
         row["input_sqnr_db"] = sqnr_of.get(src, sqnr_of.get(op["inputs"][0] if op["inputs"] else -1))
@@ -330,6 +333,11 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
             "ranked_by_layer_sqnr": [r["index"] for r in ranked]}
 
 
+def _real(q: np.ndarray, t: Tensor) -> np.ndarray:
+    """Values (N, *shape) of tensor t in real numbers (float tensors as they are)."""
+    return q.astype(np.float32) if t.quant is None else dequantize(q, t.quant, 1)
+
+
 def first_difference(k: int, host: Artifact, tq: np.ndarray, hq: np.ndarray) -> dict[str, Any]:
     """What a user needs to look at the first layer that differs: op, shapes, parameters,
     quantization and the differing values (sample, flat index, target, host)."""
@@ -337,8 +345,8 @@ def first_difference(k: int, host: Artifact, tq: np.ndarray, hq: np.ndarray) -> 
     shapes = {t["id"]: t["shape"] for t in host.report["tensors"]}
     out = host.graph.tensor(op["outputs"][0])
     where = np.argwhere(tq.reshape(len(tq), -1) != hq.reshape(len(hq), -1))
-    diffs = [{"sample": int(s), "index": int(i), "target": int(tq.reshape(len(tq), -1)[s, i]),
-              "host": int(hq.reshape(len(hq), -1)[s, i])} for s, i in where[:MAX_DIFFS_SHOWN]]
+    diffs = [{"sample": int(s), "index": int(i), "target": tq.reshape(len(tq), -1)[s, i].item(),
+              "host": hq.reshape(len(hq), -1)[s, i].item()} for s, i in where[:MAX_DIFFS_SHOWN]]
     return {"layer": k, "op": op["type"], "tflite_index": op.get("tflite_index", k),
             "kernel": op.get("called", op.get("kernel", "")),
             "inputs": [list(shapes[t]) if t in shapes else None for t in op["inputs"]],
@@ -348,7 +356,7 @@ def first_difference(k: int, host: Artifact, tq: np.ndarray, hq: np.ndarray) -> 
             "output_zero_point": int(out.quant.zero_point[0]) if out.quant is not None else None,
             "samples_differing": int(len({int(s) for s, _ in where})),
             "elements_differing": int(len(where)),
-            "max_abs_diff_lsb": int(np.abs(tq.astype(np.int64) - hq.astype(np.int64)).max()),
+            "max_abs_diff_lsb": exact_metrics(tq, hq)["max_abs_diff_lsb"],
             "differences": diffs}
 
 

@@ -301,3 +301,22 @@ def test_fault_in_one_layer_is_named_first_on_qemu(capsys, tmp_path):
     require_tool("qemu-system-arm")
     require_tool("arm-none-eabi-gcc")
     _check_fault_named(capsys, tmp_path, _faulty_project(tmp_path, "mps2-an386"))
+
+
+def test_progress_shows_eta_on_a_terminal_only():
+    import io
+
+    from kiln.project_gen.validate import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        p = Progress("samples", 4, stream)
+        for i in range(1, 5):
+            p.step(i)
+        p.close()
+    assert "samples 4/4" in tty.getvalue() and "ETA" in tty.getvalue()
+    assert pipe.getvalue() == ""
