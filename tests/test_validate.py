@@ -320,3 +320,23 @@ def test_progress_shows_eta_on_a_terminal_only():
         p.close()
     assert "samples 4/4" in tty.getvalue() and "ETA" in tty.getvalue()
     assert pipe.getvalue() == ""
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_thousand_digits_samples_on_qemu_in_under_a_minute(capsys, tmp_path):
+    import time
+
+    require_tool("qemu-system-arm")
+    require_tool("arm-none-eabi-gcc")
+    x, y, _ = _digits_data()
+    xs, ys = np.load(x), np.load(y)
+    np.save(tmp_path / "x.npy", np.concatenate([xs] * 3)[:1000])
+    np.save(tmp_path / "y.npy", np.concatenate([ys] * 3)[:1000])
+    argv = [model_path(DIGITS), "--board", "mps2-an386", "--data", tmp_path / "x.npy",
+            "--labels", tmp_path / "y.npy"]
+    run_kiln(capsys, "validate", *argv, "--samples", 1)      # the cached project is built
+    t0 = time.monotonic()
+    code, doc, out = _validate(capsys, tmp_path, *argv)
+    assert time.monotonic() - t0 < 60
+    assert code == 0 and doc["samples"] == 1000, out
