@@ -161,21 +161,23 @@ class Progress:
 @dataclass
 class FloatReference:
     """The float model and where it comes from: "model" (MODEL is float), "--float"
-    or "twin" (the int8 model's own, float_twin)."""
+    or "twin" (the int8 model's own, float_twin); or none (graph None: an op the float
+    evaluator lacks), and the report has no float figures."""
 
-    graph: Graph
+    graph: Graph | None
     kind: str
-    twin: Graph          # the int8 model's twin: per-layer tensors the float model lacks
+    twin: Graph | None   # the int8 model's twin: per-layer tensors the float model lacks
 
-    def outputs(self, xs: list[np.ndarray]) -> list[np.ndarray]:
-        return FloatModel(self.graph).run_batched(xs)
+    def outputs(self, xs: list[np.ndarray]) -> list[np.ndarray] | None:
+        return FloatModel(self.graph).run_batched(xs) if self.graph is not None else None
 
     def tensors(self, xs: list[np.ndarray], names: set[str]
                 ) -> tuple[dict[str, np.ndarray], set[str]]:
         """Float values (N, *shape) of the tensors named `names`, from the float model
         where it has them, else from the twin; and the names the twin gave."""
         found: dict[str, np.ndarray] = {}
-        for graph in (self.graph, self.twin):
+        from_model: set[str] = set()
+        for graph in (g for g in (self.graph, self.twin) if g is not None):
             wanted = {t.id: t.name for t in graph.tensors if t.name in names - found.keys()}
             if wanted:
                 FloatModel(graph).run(xs, observe=lambda tid, v: found.setdefault(wanted[tid], v)
@@ -253,22 +255,23 @@ def validate(target: Target, host: Artifact, reference: FloatReference, data: In
     float_out = reference.outputs(data.floats)
     rows = []
     for o, spec in enumerate(specs):
-        if float_out[o].size != target_out[o].size:
+        if float_out is not None and float_out[o].size != target_out[o].size:
             raise InputError(f"the float model's output {o} holds {float_out[o][0].size} values "
                              f"per sample, the int8 model's {spec.size}: not the same model?")
         real = dequantize_spec(target_out[o], spec)
         row = {"index": o, "name": spec.name, "shape": list(spec.shape),
                "vs_host": exact_metrics(target_out[o], host_out[o]),
-               "vs_float": float_metrics(real, float_out[o])}
+               "vs_float": float_metrics(real, float_out[o]) if float_out is not None else None}
         rows.append(row)
     doc: dict[str, Any] = {"samples": n, "float_reference": reference.kind, "outputs": rows}
     if data.labels is not None:
         doc["accuracy"] = {"labels": n, "target": top1(target_out[0], data.labels),
-                           "host": top1(host_out[0], data.labels),
-                           "float": top1(float_out[0], data.labels),
-                           "target_agrees_with_float": float(np.mean(
-                               target_out[0].reshape(n, -1).argmax(1)
-                               == float_out[0].reshape(n, -1).argmax(1)))}
+                           "host": top1(host_out[0], data.labels), "float": None,
+                           "target_agrees_with_float": None}
+        if float_out is not None:
+            doc["accuracy"]["float"] = top1(float_out[0], data.labels)
+            doc["accuracy"]["target_agrees_with_float"] = float(np.mean(
+                target_out[0].reshape(n, -1).argmax(1) == float_out[0].reshape(n, -1).argmax(1)))
     inst = [cycles(t) for t in ticks]
     doc["per_inference"] = {"mean": float(np.mean(inst)), "min": int(min(inst)),
                             "max": int(max(inst))}
@@ -289,40 +292,41 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
         raise InputError(f"the target runs {len(target.locations)} layers, the host reference "
                          f"{len(ops)}: the project was built from another model")
     tensors = {t["id"]: t for t in report["tensors"]}
-    out_ids = [op["outputs"][0] for op in ops]
     on_target = [target.run_layers(s) for s in data.samples[:count]]
     on_host = [host.run_layers(*s) for s in data.samples[:count]]
     floats, from_twin = reference.tensors([x[:count] for x in data.floats],
-                               {tensors[t]["name"] for t in out_ids} |
-                               {graph.tensor(t).name for t in graph.inputs})
+                                          {tensors[t]["name"] for op in ops for t in op["outputs"]}
+                                          | {graph.tensor(t).name for t in graph.inputs})
     # SQNR of every activation, by the tensor it is stored in (reshapes are views).
     sqnr_of: dict[int, float | None] = {}
-    for tid, x in zip(graph.inputs, data.floats):
+    for i, tid in enumerate(graph.inputs):
         t = graph.tensor(tid)
-        q = np.stack([s[graph.inputs.index(tid)] for s in data.samples[:count]])
         if t.name in floats:
+            q = np.stack([s[i] for s in data.samples[:count]])
             sqnr_of[tid] = sqnr_db(_real(q, t), floats[t.name])
     rows, first = [], None
     for k, op in enumerate(ops):
-        tid = out_ids[k]
-        t = graph.tensor(tid)
-        tq = np.stack([layers[k][0] for layers in on_target])
-        hq = np.stack([layers[k][0] for layers in on_host])
+        outs = [graph.tensor(tid) for tid in op["outputs"]]
+        # A layer's outputs (SPLIT has several) side by side, one row per sample.
+        tq = _side_by_side([layers[k] for layers in on_target])
+        hq = _side_by_side([layers[k] for layers in on_host])
         exact = exact_metrics(tq, hq)
         row: dict[str, Any] = {
             "index": k, "op": op["type"], "kernel": op.get("called", op.get("kernel", "")),
-            "output_shape": list(tensors[tid]["shape"]), "exact_rate": exact["exact_rate"],
-            "differing_elements": exact["differing_elements"],
+            "output_shape": list(tensors[outs[0].id]["shape"]), "outputs": len(outs),
+            "exact_rate": exact["exact_rate"], "differing_elements": exact["differing_elements"],
             "max_abs_diff_lsb": exact["max_abs_diff_lsb"],
             "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "layer_sqnr_db": None,
-            "float_from": "twin" if t.name in from_twin else reference.kind}
-        f = floats.get(t.name)
-        if f is not None and (t.quant is not None or tq.dtype.kind == "f"):
-            row["sqnr_db"] = sqnr_db(_real(tq, t), f)
-            row["host_sqnr_db"] = sqnr_db(_real(hq, t), f)
-        sqnr_of[tid] = row["sqnr_db"]
-        src = graph.storage_root(op["inputs"][0]) if op["inputs"] else -1
-        row["input_sqnr_db"] = sqnr_of.get(src, sqnr_of.get(op["inputs"][0] if op["inputs"] else -1))
+            "float_from": "twin" if outs[0].name in from_twin else reference.kind}
+        if all(t.name in floats and (t.quant is not None or tq.dtype.kind == "f") for t in outs):
+            f = _side_by_side([[floats[t.name][s] for t in outs] for s in range(count)])
+            row["sqnr_db"] = sqnr_db(_real_all(on_target, k, outs), f)
+            row["host_sqnr_db"] = sqnr_db(_real_all(on_host, k, outs), f)
+        for t in outs:
+            sqnr_of[t.id] = row["sqnr_db"]
+        src = op["inputs"][0] if op["inputs"] else -1
+        row["input_sqnr_db"] = sqnr_of.get(graph.storage_root(src) if src >= 0 else src,
+                                           sqnr_of.get(src))
         row["layer_sqnr_db"] = layer_sqnr_db(row["input_sqnr_db"], row["sqnr_db"])
         rows.append(row)
         if first is None and exact["exact_rate"] < 1.0:
@@ -331,6 +335,17 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
                     key=lambda r: r["layer_sqnr_db"])
     return {"samples": count, "layers": rows, "first_difference": first,
             "ranked_by_layer_sqnr": [r["index"] for r in ranked]}
+
+
+def _side_by_side(samples: list[list[np.ndarray]]) -> np.ndarray:
+    """(N, total values): each sample's arrays flattened and concatenated in order."""
+    return np.stack([np.concatenate([a.reshape(-1) for a in arrays]) for arrays in samples])
+
+
+def _real_all(per_sample: list[list[list[np.ndarray]]], k: int, outs: list[Tensor]) -> np.ndarray:
+    """Layer k's outputs in real numbers, side by side (each with its own quantization)."""
+    return _side_by_side([[_real(layers[k][j][None], t)[0] for j, t in enumerate(outs)]
+                          for layers in per_sample])
 
 
 def _real(q: np.ndarray, t: Tensor) -> np.ndarray:
@@ -380,18 +395,22 @@ def format_report(doc: dict[str, Any], unit: str) -> list[str]:
     lines = [f"{'output':<7} {'shape':<16} {'exact vs host':>13} {'max|diff|':>9}  "
              f"{'RMSE':>9} {'MAE':>9} {'L2r':>9} {'cosine':>8} {'SQNR dB':>8}"]
     for r in doc["outputs"]:
-        h, f = r["vs_host"], r["vs_float"]
+        h, f = r["vs_host"], r["vs_float"] or dict.fromkeys(("rmse", "mae", "l2r", "cosine"))
         lines.append(f"{r['index']:<7} {str(r['shape']):<16} {100 * h['exact_rate']:>12.2f}% "
                      f"{h['max_abs_diff_lsb']:>5} LSB  {_num(f['rmse']):>9} {_num(f['mae']):>9} "
-                     f"{_num(f['l2r']):>9} {_num(f['cosine'], '.5f'):>8} {_db(f['sqnr_db']):>8}")
+                     f"{_num(f['l2r']):>9} {_num(f['cosine'], '.5f'):>8} "
+                     f"{_db(f['sqnr_db']) if r['vs_float'] else '-':>8}")
         if h["max_abs_diff_lsb"]:
             lines.append(f"        |diff| histogram (LSB: elements): "
                          + ", ".join(f"{k}: {v}" for k, v in h["diff_histogram_lsb"].items()))
     acc = doc.get("accuracy")
     if acc:
-        lines.append(f"top-1 accuracy on {acc['labels']} labels: target {100 * acc['target']:.2f}%, "
-                     f"host {100 * acc['host']:.2f}%, float {100 * acc['float']:.2f}%; target "
-                     f"and float agree on {100 * acc['target_agrees_with_float']:.2f}%")
+        line = (f"top-1 accuracy on {acc['labels']} labels: target {100 * acc['target']:.2f}%, "
+                f"host {100 * acc['host']:.2f}%")
+        if acc["float"] is not None:
+            line += (f", float {100 * acc['float']:.2f}%; target and float agree on "
+                     f"{100 * acc['target_agrees_with_float']:.2f}%")
+        lines.append(line)
     p = doc["per_inference"]
     lines.append(f"per inference: {p['mean']:,.0f} {unit} (min {p['min']:,}, max {p['max']:,})")
     layers = doc.get("per_layer")

@@ -107,12 +107,28 @@ def _models(args: argparse.Namespace, model_file: Path) -> tuple[Path, FloatRefe
             print(f"note: {terminal(graph.name)} is an int8 model already; --calibration is "
                   f"ignored")
         int8_file, float_graph, kind = model_file, None, "twin"
-    twin = float_twin(load(int8_file))
+    twin = _evaluable(float_twin(load(int8_file)), "its float twin")
     if args.float_model:
         float_graph, kind = load(args.float_model), f"--float {Path(args.float_model).name}"
         if not is_float_graph(float_graph):
             raise InputError(f"--float {args.float_model} is not a float model")
-    return int8_file, FloatReference(float_graph or twin, kind, twin)
+    float_graph = _evaluable(float_graph, "the float model") if float_graph is not None else twin
+    return int8_file, FloatReference(float_graph, kind if float_graph is not None else "none",
+                                     twin)
+
+
+def _evaluable(graph: Graph, what: str) -> Graph | None:
+    """`graph` if kiln's float evaluator runs every op of it, else None with a note: the
+    comparison with the host build does not need it."""
+    from kiln.compiler.errors import ModelError
+    from kiln.compiler.quantize.float_eval import FloatModel
+
+    try:
+        FloatModel(graph)
+    except ModelError as e:
+        print(f"note: no float figures from {what}: {terminal(e)}")
+        return None
+    return graph
 
 
 def _project_dir(args: argparse.Namespace) -> Project | None:

@@ -340,3 +340,23 @@ def test_thousand_digits_samples_on_qemu_in_under_a_minute(capsys, tmp_path):
     code, doc, out = _validate(capsys, tmp_path, *argv)
     assert time.monotonic() - t0 < 60
     assert code == 0 and doc["samples"] == 1000, out
+
+
+def test_multi_output_layer_and_no_float_evaluator(capsys, tmp_path):
+    """SPLIT_V has two outputs (both compared, side by side) and no float implementation in
+    kiln's evaluator: the validation still compares with the host build, without float
+    figures."""
+    from tflite_builder import TensorSpec, const, single_op_model
+
+    def act(shape):
+        return TensorSpec(tuple(shape), scale=0.05, zero_point=3)
+
+    model = tmp_path / "split.tflite"
+    model.write_bytes(single_op_model("SPLIT_V", [act((2, 5)), const([2, 3]), const([1])],
+                                      [act((2, 2)), act((2, 3))], {"num_splits": 2}))
+    code, doc, out = _validate(capsys, tmp_path, model, "--per-layer", 2, "--samples", 3)
+    assert code == 0, out
+    assert "no float figures" in out and doc["float_reference"] == "none"
+    assert doc["outputs"][1]["vs_float"] is None and doc["outputs"][1]["vs_host"]["exact_rate"] == 1
+    row = doc["per_layer"]["layers"][0]
+    assert row["outputs"] == 2 and row["exact_rate"] == 1.0 and row["sqnr_db"] is None
