@@ -38,7 +38,6 @@ from kiln.compiler.errors import InputError
 from kiln.compiler.inputs import TensorSpec
 from kiln.compiler.ir import Graph, Tensor
 from kiln.compiler.quantize.float_eval import FloatModel, dequantize
-from kiln.compiler.quantize.float_twin import float_twin
 
 from .session import Session
 
