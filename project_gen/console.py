@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.compiler.errors import DeviceError
+from kiln.compiler.escape import printable
 
 from kiln.compiler.inputs import TensorSpec
 
@@ -91,15 +92,15 @@ def to_result(text: str, outputs: list[TensorSpec], unit: str, exit_code: int,
               where: str) -> RunResult:
     """Check the transcript is complete and decode it into a RunResult."""
     t = parse_lines(text)
-    # What the device printed is quoted with repr: control characters and escape
-    # sequences in it never reach the terminal raw.
+    # What the device printed goes through escape.printable: control characters and
+    # escape sequences in it never reach the terminal raw, nor split the error line.
     tail = " | ".join(text.strip().splitlines()[-3:])[-240:]
     if t.fault:
-        raise DeviceError(f"{where}: the firmware faulted ({t.fault[:120]!r}); last output: "
-                          f"{tail!r}")
+        raise DeviceError(f"{where}: the firmware faulted ({printable(t.fault[:120])}); "
+                          f"last output: {printable(tail)}")
     if t.status is None:
         raise DeviceError(f"{where}: the firmware stopped without its KILN END line "
-                          f"(exit code {exit_code}); last output: {tail!r}")
+                          f"(exit code {exit_code}); last output: {printable(tail)}")
     if t.status != 0:
         raise DeviceError(f"{where}: kiln_run() returned status {t.status}")
     if not t.tick_hz or t.tick_hz < 0:

@@ -301,7 +301,7 @@ s.close()
      "tick rate of 0 Hz"),                                   # was a ZeroDivisionError later
     ("KILN BEGIN m b 1\nKILN OUTPUT 0 0 1 05\nKILN TICKS 0 -5\nKILN END 0 100\n",
      "impossible ticks {0: -5}"),
-    ("KILN BEGIN m b 1\nKILN FAULT \x1b[2J\x1b]0;pwned\x07\n", r"faulted \('\\x1b\[2J"),
+    ("KILN BEGIN m b 1\nKILN FAULT \x1b[2J\x1b]0;pwned\x07\n", r"faulted \(\\x1b\[2J"),
 ])
 def test_a_hostile_transcript_is_one_clean_device_error(text, message):
     from kiln.compiler.inputs import TensorSpec
