@@ -164,7 +164,7 @@ class LayerRow:
     macs_per_cycle: float
 
 
-def _cycles(project: Project, ticks: int, tick_hz: int, port: str | None) -> int:
+def ticks_to_cycles(project: Project, ticks: int, tick_hz: int, port: str | None) -> int:
     """Device ticks as the figure kiln reports: instructions on QEMU (-icount), cycles on a
     board (DWT/SysTick at the core clock), nanoseconds on the host."""
     if project.board.runs_on == "qemu" and port is None:
@@ -185,7 +185,7 @@ def profile_rows(project: Project, prof: Profile, port: str | None) -> list[Laye
     rows = []
     for layer in prof.layers:
         op = ops[layer.index] if layer.index < len(ops) else {}
-        cycles = _cycles(project, layer.ticks, prof.tick_hz, port)
+        cycles = ticks_to_cycles(project, layer.ticks, prof.tick_hz, port)
         macs = int(op.get("macs", 0))
         out_ids = op.get("outputs") or []
         rows.append(LayerRow(layer.index, op.get("type", layer.name), op.get("called", op.get("kernel", "")),
@@ -217,7 +217,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         prof = session.profile(warmup=0)
     rows = profile_rows(project, prof, port)
     layer_sum = sum(r.cycles for r in rows)
-    whole = _cycles(project, round(timing.mean_ticks), timing.tick_hz, port)
+    whole = ticks_to_cycles(project, round(timing.mean_ticks), timing.tick_hz, port)
     total_macs = sum(r.macs for r in rows)
     kw = max([len("kernel")] + [len(r.kernel) for r in rows])    # names are never cut
     print(f"{'#':>3} {'op':<18} {'kernel':<{kw}} {'output':<16} {'MACs':>11} {unit:>13} "
@@ -270,7 +270,7 @@ def cmd_run_rpc(args: argparse.Namespace) -> int:
     results, ticks, tick_hz = run_rpc(project, inputs, args)
     print_samples(results)
     unit = cycles_unit(project, port)
-    print(f"{_cycles(project, ticks[0], tick_hz, port):,} {unit} per inference on "
+    print(f"{ticks_to_cycles(project, ticks[0], tick_hz, port):,} {unit} per inference on "
           f"{project.board.name}{' at ' + port if port else ''}")
     if getattr(args, "output", None):
         outputs = [np.concatenate([r[o] for r in results], axis=0)

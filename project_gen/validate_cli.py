@@ -29,7 +29,8 @@ from kiln.compiler.inputs import TensorSpec, random_inputs, split_samples
 from kiln.compiler.ir import Graph
 
 from .project import Project
-from .rpc_cli import _cycles, add_port_arguments, connect, cycles_unit, host_driven_project
+from .rpc_cli import (add_port_arguments, connect, cycles_unit, host_driven_project,
+                      ticks_to_cycles)
 from .validate import (FloatReference, Inputs, Progress, Target, format_report, json_safe,
                        labels_as_classes, validate)
 
@@ -201,7 +202,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         hz = session.device.tick_hz
         report = validate(Target(session, project.manifest), host, reference, data,
                           per_layer=args.per_layer,
-                          cycles=lambda t: _cycles(project, t, hz, port), progress=progress)
+                          cycles=lambda t: ticks_to_cycles(project, t, hz, port),
+                          progress=progress)
     doc = {"model": host.graph.name, "board": project.board.name, "port": port, "unit": unit,
            **report.doc}
     for line in format_report(doc, unit):
