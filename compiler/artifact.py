@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KilnError
+from .export import check_prefix, library_files
 from .fsutil import read_regular_file
 from .inputs import TensorSpec, split_samples
 from .ir import DTYPES, Graph
@@ -121,18 +122,51 @@ class Artifact:
     files: dict[str, str]          # file name → text (model.h, model.c, weights.*, kiln.json)
     plan: Plan
     report: dict
+    layers: list | None = field(default=None, repr=False)   # codegen's EmittedLayers
+    consts: dict | None = field(default=None, repr=False)   # codegen's ConstArrays
     _lib: object = field(default=None, repr=False)
 
     # --- saving --------------------------------------------------------------------
-    def save(self, out_dir: str | Path, force: bool = False) -> Path:
-        """Write the sources and kiln.json to `out_dir`, as a whole (kiln.compiler.outdir):
-        an interrupted save leaves the folder as it was, and a link in it is replaced,
-        never written through.
+    def sources(self, prefix: str | None = None) -> dict[str, str]:
+        """The model's C: model.h, model.c, weights.h, weights.c as in `files`; with a
+        `prefix` P (kiln.compiler.export.check_prefix), P.h and P.c exporting only P_*
+        names (weights file-static), so several models link into one program."""
+        if check_prefix(prefix) is None:
+            return {k: v for k, v in self.files.items() if k in SOURCE_FILES}
+        if self.layers is None or self.consts is None:
+            raise KilnError("this artifact keeps no lowered layers (it was not made by "
+                            "kiln.compiler.compile): compile the model again to export it")
+        from .codegen import emit_sources
+        from .compile import KILN_VERSION
+        return emit_sources(self.graph, self.layers, self.consts, self.plan, KILN_VERSION,
+                            prefix=prefix)
+
+    def library(self, prefix: str | None = None) -> dict[str, str | bytes]:
+        """Every file of the library folder `save` writes, by relative path: the model's
+        C (sources(prefix)), kiln.json, kernels/, CMakeLists.txt and the Make fragment
+        (kiln.compiler.export)."""
+        from .compile import KILN_VERSION
+        sources = self.sources(prefix)
+        cpu_flags = None
+        if self.board != "host":
+            from kiln.project_gen.boards import get_board   # a later stage: imported when used
+            cpu_flags = get_board(self.board).cpu_flags
+        files: dict[str, str | bytes] = dict(sources)
+        files[MANIFEST] = self.files[MANIFEST]
+        files.update(library_files(sources, prefix, self.graph.name, KILN_VERSION, cpu_flags))
+        return files
+
+    def save(self, out_dir: str | Path, force: bool = False, prefix: str | None = None) -> Path:
+        """Write the library folder (library(prefix): the sources, kiln.json, the kernels
+        and build files) to `out_dir`, as a whole (kiln.compiler.outdir): an interrupted
+        save leaves the folder as it was, and a link in it is replaced, never written
+        through.
 
         Refuses a non-empty directory that is not an earlier `kiln compile` output
         unless `force`, and a firmware project's directory even with `force` (its
         kiln.json is the project's manifest). Files other than the ones written stay.
         """
+        files = self.library(prefix)
         out = output_dir(out_dir)
         names = entries(out)
         if names:
@@ -145,12 +179,18 @@ class Artifact:
             if kind != "compile" and not force:
                 raise KilnError(f"{out_dir} is not empty and holds no earlier kiln output; "
                                 "choose another directory or pass --force (force=True in Python)")
+        top = {name.split("/")[0] for name in files}
 
         def write(folder: Path) -> None:
-            for name, text in self.files.items():
-                (folder / name).write_text(text)
+            for name, data in files.items():
+                path = folder / name
+                path.parent.mkdir(exist_ok=True)
+                if isinstance(data, bytes):
+                    path.write_bytes(data)
+                else:
+                    path.write_text(data)
 
-        write_dir(out, write, keep=[n for n in names if n not in self.files])
+        write_dir(out, write, keep=[n for n in names if n not in top])
         return Path(out_dir)
 
     # --- host execution --------------------------------------------------------------

@@ -92,17 +92,21 @@ def _load_for_compile(args):
 def cmd_compile(args) -> int:
     from . import compile
     from .artifact import MANIFEST, SOURCE_FILES
+    from .export import check_prefix
     from .fsutil import refuse_overwriting_inputs
 
     # -o DIR: none of the files written there may be one this command reads.
+    prefix = check_prefix(args.prefix)
     reads = files_read(args.model, args.tuning_records, getattr(args, "calibration", None))
-    for name in (*SOURCE_FILES, MANIFEST):
+    own = (f"{prefix}.h", f"{prefix}.c", f"{prefix}.mk") if prefix else (*SOURCE_FILES, "model.mk")
+    for name in (*own, MANIFEST, "CMakeLists.txt"):
         refuse_overwriting_inputs(os.path.join(args.output, name), reads, "-o")
     g = _load_for_compile(args)
     art = compile(g, board=args.board, tuning_records=args.tuning_records, optimize=args.optimize)
-    out = art.save(args.output, force=args.force)
+    out = art.save(args.output, force=args.force, prefix=prefix)
     r = art.report
-    print(f"wrote {', '.join(sorted(art.files))} to {out}")
+    written = sorted({n.split("/")[0] + ("/" if "/" in n else "") for n in art.library(prefix)})
+    print(f"wrote {', '.join(written)} to {out}")
     print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
     print(_memory_line(art))
     note = flash_fit_note(r)
@@ -114,11 +118,11 @@ def cmd_compile(args) -> int:
         if t["unreadable_lines"]:
             print(f"kiln: warning: {args.tuning_records}: skipped {t['unreadable_lines']} line(s) "
                   f"that are not tuning records", file=sys.stderr)
-    _warn_if_too_large(art)
+    _warn_if_too_large(art, args.board)
     return EXIT_OK
 
 
-def _warn_if_too_large(art) -> None:
+def _warn_if_too_large(art, board) -> None:
     """The C is written either way (it may go into a user's own firmware), but a model
     whose weights or arena alone exceed the board is worth a warning now, not at link."""
     from kiln.project_gen.boards import get_board
@@ -130,7 +134,7 @@ def _warn_if_too_large(art) -> None:
         return
     r = art.report
     try:
-        check_fits(art.graph.name, get_board(art.board), r["weights_bytes"], r["arena_bytes"])
+        check_fits(art.graph.name, get_board(board), r["weights_bytes"], r["arena_bytes"])
     except FitError as e:
         print(f"kiln: warning: {terminal(e)}", file=sys.stderr)
 
@@ -178,8 +182,10 @@ def cmd_run(args) -> int:
             raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
                              f"to `kiln project create`, or give the model file")
 
+        from kiln.project_gen.boards import get_board
+
         project = Project.open(target)
-        if chosen_board is not None and chosen_board != project.board.name:
+        if chosen_board is not None and get_board(chosen_board).name != project.board.name:
             raise InputError(f"{target} is a project for {project.board.name}, not "
                              f"{chosen_board}: drop --board, or create a project for "
                              f"{chosen_board}")
@@ -284,6 +290,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
                    help="kernel variants from tuning records (kiln tune); default heuristic "
                         "for layers without one")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    p.add_argument("--prefix", metavar="P",
+                   help="a C identifier: write P.h, P.c, P.mk and export only P_* names "
+                        "(P_run, P_ARENA_BYTES...), so several models link into one program")
     add_optimize_argument(p)
     p.set_defaults(handler=cmd_compile)
 

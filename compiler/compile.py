@@ -47,20 +47,21 @@ def _board_spec(board: str):
     return get_board(board)
 
 
-def weights_budget(board: str) -> int | None:
-    """Bytes of flash the weights may take on `board` (None: no limit, the host)."""
+def weights_budget(board) -> int | None:
+    """Bytes of flash the weights may take on `board` (a name, board file path or Board;
+    None: no limit, the host)."""
     if board == "host":
         return None
     flash = _board_spec(board).flash
     return None if flash is None else flash.size - CODE_RESERVE_BYTES
 
 
-def target_for(board: str) -> Target:
-    """The CPU features of `board` that kernel variants depend on (boards/<board>.toml)."""
+def target_for(board) -> Target:
+    """The CPU features of `board` that kernel variants depend on (its board file)."""
     if board == "host":
         return Target()
     spec = _board_spec(board)
-    return Target(board=board, cpu=spec.cpu, dsp=spec.dsp)
+    return Target() if spec.is_host else Target(board=spec.name, cpu=spec.cpu, dsp=spec.dsp)
 
 
 def _tensor_io(graph: Graph, tid: int) -> dict:
@@ -122,17 +123,20 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     `optimize` trades arena bytes for cycles (kiln.compiler.codegen.choose_overlaps):
     "speed" plans every buffer apart (layer by layer), "balanced" lets a layer write over
     the input it reads last wherever that lowers the peak, "memory" wherever it can.
-    `graph` may also be a .tflite path, `board` a kiln.project_gen Board."""
-    board = board_name(board)
-    check_board(board)
+    `graph` may also be a .tflite path, `board` a board file's path (holding '/' or ending
+    in .toml) or a kiln.project_gen Board."""
+    if not isinstance(board, str):
+        board_name(board)          # BoardError for what is neither a name nor a Board
+    spec = _board_spec(board)      # resolved once: a board file is read once
+    board = spec.name
     records = as_records(tuning_records)
     g = optimize_graph(as_graph(graph))
-    target = target_for(board)
+    target = target_for(spec)
     tuned = tuned_knobs(g, target, records) if records is not None else {}
     layer_knobs = dict(tuned)
     files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
                                            optimize=optimize)
-    budget = weights_budget(board)
+    budget = weights_budget(spec)
     moves: list[dict] = []
     if budget is not None and weights_bytes(consts) > budget:
         layer_knobs, moves = fit_weights(g, target, layer_shapes(g, target), layer_knobs,
@@ -190,4 +194,5 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     }
     files = dict(files)
     files["kiln.json"] = json.dumps(report, indent=2) + "\n"
-    return Artifact(graph=g, board=board, files=files, plan=plan, report=report)
+    return Artifact(graph=g, board=board, files=files, plan=plan, report=report,
+                    layers=layers, consts=consts)

@@ -9,7 +9,7 @@ from ..ir import Graph
 from ..memory_plan import Buffer, Overlap, Plan, live_bytes, lower_bound, plan as plan_memory
 from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
 from .ops.inplace import OverlapMode, banded_code, overlap_modes
-from .emit import EmittedLayer, model_c, model_h, weights_c, weights_h
+from .emit import EmittedLayer, Names, model_c, model_h, weights_c, weights_h
 from .lowering import LOWERINGS, LowerCtx, Target
 
 _PASS_THROUGH_FLOAT = {"QUANTIZE", "DEQUANTIZE"}
@@ -273,13 +273,22 @@ def generate(graph: Graph, version: str, target: Target | None = None,
 
 
 def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: Plan,
-                 version: str) -> dict[str, str]:
-    """model.h, model.c, weights.h and weights.c of lowered layers placed by `plan`."""
+                 version: str, prefix: str | None = None) -> dict[str, str]:
+    """model.h, model.c, weights.h and weights.c of lowered layers placed by `plan`; with a
+    `prefix` P (a checked C identifier, kiln.compiler.export), P.h and P.c exporting P_*
+    names only."""
     offsets = {t.id: plan.by_name[t.c_name].offset for t in graph.tensors
                if t.c_name in plan.by_name}
     scratch = {i: plan.by_name[f"l{i}_scratch"].offset for i, e in enumerate(layers)
                if e.code.scratch_bytes}
     const_list = [consts[k] for k in consts]  # insertion order: layer order, deterministic
+    if prefix is not None:
+        names = Names.for_prefix(prefix)
+        return {
+            names.header: model_h(graph, plan, offsets, len(layers), version, names),
+            f"{prefix}.c": model_c(graph, plan, offsets, layers, scratch, version, names,
+                                   const_list),
+        }
     return {
         "model.h": model_h(graph, plan, offsets, len(layers), version),
         "model.c": model_c(graph, plan, offsets, layers, scratch, version),

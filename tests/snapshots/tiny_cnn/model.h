@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define KILN_MODEL_NAME "model"
 #define KILN_MODEL_HASH "33e3d736ce54d43f"
 #define KILN_ARENA_BYTES 288
@@ -40,5 +44,9 @@ int kiln_run_layer(int32_t layer, uint8_t *arena);
 
 /* The TFLite op type of each layer, e.g. "CONV_2D". */
 extern const char *const kiln_layer_names[];
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_MODEL_H */

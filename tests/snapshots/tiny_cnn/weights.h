@@ -4,6 +4,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Weights live in their own section so the linker script can place them in flash. */
 #if defined(__GNUC__) && !defined(__APPLE__)
 #define KILN_WEIGHTS __attribute__((section(".kiln_weights"), aligned(16)))
@@ -20,5 +24,9 @@ extern const int32_t l2_shift[3];
 extern const int8_t t7_t7[48];
 extern const int32_t l2_bias[3];
 extern const int32_t l3_exp_table[256];
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_WEIGHTS_H */
