@@ -1,0 +1,283 @@
+"""`kiln compile -o DIR --prefix P`: a library folder that builds with nothing else from
+kiln, and two of them in one C++ program (CMake add_subdirectory and Make fragments),
+on the host and cross for Cortex-M4 with softfp and hard float ABIs
+(docs/own_firmware.md is the user's side of this).
+
+Cross builds link a whole program with newlib's --specs=nosys.specs (its crt0 and the
+default linker script) and are checked with nm; the two-model firmware on QEMU uses
+kiln's own startup, UART and linker script from a rendered project.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, model_path, one_error, require_tool, run_kiln
+
+from kiln.compiler import compile, load
+from kiln.compiler.errors import InputError
+from kiln.compiler.export import check_prefix
+
+M4 = ["-mcpu=cortex-m4", "-mthumb", "-mfpu=fpv4-sp-d16"]
+ABIS = ["softfp", "hard"]
+
+
+# --- the names: fast, pure Python ----------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["", "9kws", "kws-1", "a b", "kws_", "a__b", "kiln", "KILN_x",
+                                 "x" * 33, "kws;rm", "é"])
+def test_bad_prefix_is_one_line(bad, capsys, tmp_path):
+    with pytest.raises(InputError):
+        check_prefix(bad)
+    code, _, err = run_kiln(capsys, "compile", REPO / "examples/digits/digits_int8.tflite",
+                            "-o", tmp_path / "out", "--prefix", bad)
+    assert code == 2 and "--prefix" in one_error(err)
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_prefix_the_sources_are_unchanged(tmp_path):
+    art = compile(load(REPO / "examples/digits/digits_int8.tflite"))
+    art.save(tmp_path / "out")
+    for name in ("model.h", "model.c", "weights.h", "weights.c", "kiln.json"):
+        assert (tmp_path / "out" / name).read_text() == art.files[name]
+    assert 'extern "C"' in art.files["model.h"]
+    assert "add_library(kiln_model STATIC model.c weights.c)" in \
+        (tmp_path / "out/CMakeLists.txt").read_text()
+    kernels = sorted(p.name for p in (REPO / "crt/kernels").iterdir() if p.suffix in (".c", ".h"))
+    assert sorted(p.name for p in (tmp_path / "out/kernels").iterdir()) == kernels
+    # compiled again into its own output: allowed, and the kernels are replaced, not kept
+    art.save(tmp_path / "out")
+
+
+def test_prefixed_sources_name_everything_with_the_prefix():
+    art = compile(load(REPO / "examples/digits/digits_int8.tflite"))
+    src = art.sources("digits")
+    assert sorted(src) == ["digits.c", "digits.h"]
+    h, c = src["digits.h"], src["digits.c"]
+    macros = re.findall(r"#define (\w+)", h)
+    assert macros and all(m.startswith("DIGITS_") for m in macros), macros
+    assert "int digits_run(const void *const *inputs, void *const *outputs, uint8_t *arena);" in h
+    assert "int digits_run_layer(int32_t layer, uint8_t *arena);" in h
+    assert "extern const char *const digits_layer_names[];" in h
+    assert "kiln_run" not in h + c and "KILN_ARENA" not in h + c
+    # at file scope, every definition in the .c is static but the three exported ones
+    file_scope = [ln for ln in c.splitlines()
+                  if ln and not ln.startswith(("static ", "typedef ", "#", "/*", " ", "}", "{"))]
+    assert file_scope == ["const char *const digits_layer_names[1] = {"[:0] + file_scope[0],
+                          "int digits_run_layer(int32_t layer, uint8_t *arena)",
+                          "int digits_run(const void *const *inputs, void *const *outputs, "
+                          "uint8_t *arena)"], file_scope
+    assert file_scope[0].startswith("const char *const digits_layer_names[")
+
+
+# --- building: helpers ------------------------------------------------------------------
+
+def _run(cmd, cwd=None, env=None) -> str:
+    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, f"{' '.join(map(str, cmd))}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p.stdout
+
+
+MAIN_CPP = r"""// Two kiln models in one C++ program: run each once on fixed inputs, print the outputs.
+#include <cstdio>
+#include <cstdint>
+#include "{a}.h"
+#include "{b}.h"
+#include "inputs.h"
+
+alignas(16) static uint8_t {a}_arena[{A}_ARENA_BYTES];
+alignas(16) static uint8_t {b}_arena[{B}_ARENA_BYTES];
+static int8_t {a}_out[{A}_OUTPUT_0_BYTES];
+static int8_t {b}_out[{B}_OUTPUT_0_BYTES];
+
+static void print(const char *name, const int8_t *data, int n) {{
+    std::printf("%s", name);
+    for (int i = 0; i < n; ++i) std::printf(" %d", data[i]);
+    std::printf("\n");
+}}
+
+int main() {{
+    const void *{a}_in[] = {{{a}_input}};
+    void *{a}_outs[] = {{{a}_out}};
+    const void *{b}_in[] = {{{b}_input}};
+    void *{b}_outs[] = {{{b}_out}};
+    if ({a}_run({a}_in, {a}_outs, {a}_arena) != 0 || {b}_run({b}_in, {b}_outs, {b}_arena) != 0) {{
+        std::printf("FAILED\n");
+        return 1;
+    }}
+    print("{a}", {a}_out, {A}_OUTPUT_0_BYTES);
+    print("{b}", {b}_out, {B}_OUTPUT_0_BYTES);
+    std::printf("DONE\n");
+    return 0;
+}}
+"""
+
+CMAKE_APP = """cmake_minimum_required(VERSION 3.16)
+project(two_models C CXX)
+set(CMAKE_CXX_STANDARD 11)
+add_subdirectory({a_dir} {a})
+add_subdirectory({b_dir} {b})
+add_executable(app main.cpp)
+target_include_directories(app PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}})
+target_compile_options(app PRIVATE -Wall -Wextra -Werror)
+target_link_libraries(app PRIVATE {a} {b})
+"""
+
+MAKE_APP = """# The user's own Makefile: both fragments, the kernels once.
+include {a_dir}/{a}.mk
+include {b_dir}/{b}.mk
+SRCS := $({a}_SRCS) $({b}_SRCS) $(KILN_KERNELS_SRCS)
+OBJS := $(patsubst %.c,build/%.o,$(notdir $(SRCS))) build/main.o
+vpath %.c $(sort $(dir $(SRCS)))
+MODEL_CFLAGS := $({a}_CFLAGS) $({b}_CFLAGS)
+
+build/app: $(OBJS)
+\t$(CXX) $(CXXFLAGS) $(LDFLAGS) $^ $({a}_LDLIBS) -o $@
+build/%.o: %.c
+\t@mkdir -p build
+\t$(CC) $(CFLAGS) $(MODEL_CFLAGS) -c $< -o $@
+build/main.o: main.cpp
+\t@mkdir -p build
+\t$(CXX) $(CXXFLAGS) -I. $(MODEL_CFLAGS) -c $< -o $@
+"""
+
+
+class Pair:
+    """Two models exported with prefixes a and b into `root`, their inputs and the
+    outputs `Artifact.run` gives for them (what `kiln run --board host` prints)."""
+
+    def __init__(self, root: Path, models: dict[str, Path], board: str):
+        self.root, self.names = root, list(models)
+        self.inputs, self.expected = {}, {}
+        rng = np.random.default_rng(7)
+        lines = ["#include <stdint.h>"]
+        for prefix, path in models.items():
+            art = compile(load(path), board=board)
+            art.save(root / prefix, prefix=prefix)
+            spec = art.report["inputs"][0]
+            x = rng.integers(-128, 128, size=spec["shape"]).astype(np.int8)
+            self.inputs[prefix] = x
+            self.expected[prefix] = art.run(x)[0].reshape(-1)
+            host = compile(load(path), board="host").run(x)[0].reshape(-1)
+            np.testing.assert_array_equal(self.expected[prefix], host)
+            lines.append(f"static const int8_t {prefix}_input[{x.size}] = {{"
+                         + ", ".join(str(int(v)) for v in x.reshape(-1)) + "};")
+        a, b = self.names
+        app = root / "app"
+        app.mkdir()
+        (app / "inputs.h").write_text("\n".join(lines) + "\n")
+        (app / "main.cpp").write_text(MAIN_CPP.format(a=a, b=b, A=a.upper(), B=b.upper()))
+        (app / "CMakeLists.txt").write_text(CMAKE_APP.format(a=a, b=b, a_dir=root / a,
+                                                             b_dir=root / b))
+        (app / "Makefile").write_text(MAKE_APP.format(a=a, b=b, a_dir=root / a,
+                                                      b_dir=root / b))
+        self.app = app
+
+    def check_printed(self, out: str) -> None:
+        lines = {ln.split()[0]: ln.split()[1:] for ln in out.splitlines() if ln.strip()}
+        assert "DONE" in lines, out
+        for prefix in self.names:
+            got = np.array([int(v) for v in lines[prefix]], dtype=np.int8)
+            np.testing.assert_array_equal(got, self.expected[prefix], err_msg=prefix)
+
+    def cmake(self, build: Path, toolchain: list[str]) -> Path:
+        _run(["cmake", "-S", self.app, "-B", build, *toolchain])
+        _run(["cmake", "--build", build, "-j", "2"])
+        return build / "app"
+
+
+def _cross_cmake(abi: str) -> list[str]:
+    flags = " ".join(M4 + [f"-mfloat-abi={abi}"])
+    return ["-DCMAKE_SYSTEM_NAME=Generic", "-DCMAKE_SYSTEM_PROCESSOR=arm",
+            "-DCMAKE_C_COMPILER=arm-none-eabi-gcc", "-DCMAKE_CXX_COMPILER=arm-none-eabi-g++",
+            "-DCMAKE_TRY_COMPILE_TARGET_TYPE=STATIC_LIBRARY",
+            f"-DCMAKE_C_FLAGS={flags} -O2", f"-DCMAKE_CXX_FLAGS={flags} -O2 -fno-exceptions",
+            "-DCMAKE_EXE_LINKER_FLAGS=--specs=nosys.specs"]
+
+
+def _globals(nm: str, path: Path) -> set[str]:
+    """Names of the global symbols `path` defines."""
+    out = _run([nm, "-g", "--defined-only", path])
+    return {ln.split()[-1] for ln in out.splitlines() if len(ln.split()) == 3}
+
+
+def _check_symbols(pair: Pair, nm: str, model_objects: dict[str, Path], image: Path) -> None:
+    """Each model's objects define P_* globals only; the image holds each kiln_* kernel
+    symbol once and every model's entry points."""
+    for prefix, obj in model_objects.items():
+        names = _globals(nm, obj)
+        assert names >= {f"{prefix}_run", f"{prefix}_run_layer", f"{prefix}_layer_names"}
+        assert all(n.startswith(prefix + "_") for n in names), (prefix, sorted(names))
+    out = _run([nm, image])
+    symbols = [ln.split()[-1] for ln in out.splitlines() if len(ln.split()) == 3]
+    kernels = [s for s in symbols if s.startswith("kiln_")]
+    assert kernels and len(kernels) == len(set(kernels)), sorted(kernels)
+    assert "kiln_run" not in symbols
+
+
+def _pair(tmp_path: Path, kind: str, board: str) -> Pair:
+    if kind == "mlperf":
+        models = {"kws": model_path("kws_ref_model"), "ad": model_path("ad01_int8")}
+    else:
+        models = {"digits": REPO / "examples/digits/digits_int8.tflite",
+                  "digits2": REPO / "examples/digits/digits_int8.tflite"}
+    return Pair(tmp_path, models, board)
+
+
+def _kind_params():
+    return [pytest.param("digits", id="digits-x2"),
+            pytest.param("mlperf", id="kws+ad", marks=pytest.mark.slow)]
+
+
+# --- host --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", _kind_params())
+def test_two_models_in_one_cpp_program_host(tmp_path, kind):
+    for tool in ("cmake", "g++", "make", "nm"):
+        require_tool(tool)
+    pair = _pair(tmp_path, kind, "host")
+    exe = pair.cmake(tmp_path / "build-cmake", ["-DCMAKE_C_FLAGS=-O1", "-DCMAKE_CXX_FLAGS=-O1"])
+    pair.check_printed(_run([exe]))
+    build = tmp_path / "build-cmake"
+    libs = sorted(p.name for p in build.rglob("*.a"))
+    assert libs.count("libkiln_kernels.a") == 1, libs
+    _check_symbols(pair, "nm", {p: next(build.rglob(f"lib{p}.a")) for p in pair.names}, exe)
+
+    # the Make fragments: the kernels compiled once, outputs the same
+    _run(["make", "-C", pair.app, "CC=gcc", "CXX=g++", "CFLAGS=-O2", "CXXFLAGS=-O2"])
+    objects = sorted(p.name for p in (pair.app / "build").glob("*.o"))
+    kernel_sources = sorted(p.stem for p in (REPO / "crt/kernels").glob("*.c"))
+    assert objects == sorted([f"{s}.o" for s in kernel_sources + pair.names + ["main"]])
+    pair.check_printed(_run([pair.app / "build/app"]))
+    _check_symbols(pair, "nm", {p: pair.app / f"build/{p}.o" for p in pair.names},
+                   pair.app / "build/app")
+
+
+# --- cross, Cortex-M4 ----------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", _kind_params())
+@pytest.mark.parametrize("abi", ABIS)
+def test_two_models_cross_cortex_m4(tmp_path, kind, abi):
+    for tool in ("cmake", "arm-none-eabi-g++", "arm-none-eabi-nm", "make"):
+        require_tool(tool)
+    pair = _pair(tmp_path, kind, "mps2-an386")
+    build = tmp_path / "build-cmake"
+    exe = pair.cmake(build, _cross_cmake(abi))
+    _check_symbols(pair, "arm-none-eabi-nm",
+                   {p: next(build.rglob(f"lib{p}.a")) for p in pair.names}, exe)
+    attrs = _run(["arm-none-eabi-readelf", "-A", exe])
+    assert ("Tag_ABI_VFP_args: VFP registers" in attrs) == (abi == "hard"), attrs
+
+    flags = " ".join(M4 + [f"-mfloat-abi={abi}", "-O2"])
+    _run(["make", "-C", pair.app, "CC=arm-none-eabi-gcc", "CXX=arm-none-eabi-g++",
+          f"CFLAGS={flags}", f"CXXFLAGS={flags} -fno-exceptions",
+          "LDFLAGS=--specs=nosys.specs"])
+    _check_symbols(pair, "arm-none-eabi-nm", {p: pair.app / f"build/{p}.o" for p in pair.names},
+                   pair.app / "build/app")
