@@ -90,6 +90,11 @@ MAIN_CPP = r"""// Two kiln models in one C++ program: run each once on fixed inp
 #include "{a}.h"
 #include "{b}.h"
 #include "inputs.h"
+#ifdef KILN_FIRMWARE
+extern "C" {{
+#include "platform.h"      // kiln's startup, UART and exit (crt/platform), on QEMU
+}}
+#endif
 
 alignas(16) static uint8_t {a}_arena[{A}_ARENA_BYTES];
 alignas(16) static uint8_t {b}_arena[{B}_ARENA_BYTES];
@@ -103,6 +108,9 @@ static void print(const char *name, const int8_t *data, int n) {{
 }}
 
 int main() {{
+#ifdef KILN_FIRMWARE
+    kiln_platform_init();
+#endif
     const void *{a}_in[] = {{{a}_input}};
     void *{a}_outs[] = {{{a}_out}};
     const void *{b}_in[] = {{{b}_input}};
@@ -281,3 +289,54 @@ def test_two_models_cross_cortex_m4(tmp_path, kind, abi):
           "LDFLAGS=--specs=nosys.specs"])
     _check_symbols(pair, "arm-none-eabi-nm", {p: pair.app / f"build/{p}.o" for p in pair.names},
                    pair.app / "build/app")
+
+
+# --- QEMU: both models in one firmware ------------------------------------------------------
+
+FIRMWARE_MAKE = """# Both models, kiln's platform code (startup, UART, exit) and linker script of a rendered
+# mps2-an386 project, main.cpp: built with the Make fragments.
+include {a_dir}/{a}.mk
+include {b_dir}/{b}.mk
+FW := {fw}
+CROSS_FLAGS := -mcpu=cortex-m4 -mthumb -mfpu=fpv4-sp-d16 -mfloat-abi=hard -O2
+SRCS := $({a}_SRCS) $({b}_SRCS) $(KILN_KERNELS_SRCS) $(wildcard $(FW)/crt/platform/*.c) $(FW)/src/kiln_board.c
+OBJS := $(patsubst %.c,fwbuild/%.o,$(notdir $(SRCS))) fwbuild/main.o
+vpath %.c $(sort $(dir $(SRCS)))
+INCLUDES := $({a}_CFLAGS) $({b}_CFLAGS) -I$(FW)/crt -I$(FW)/crt/platform -I$(FW)/src -I.
+
+fwbuild/firmware.elf: $(OBJS)
+\tarm-none-eabi-g++ $(CROSS_FLAGS) -T $(FW)/linker.ld -nostartfiles --specs=nano.specs \\
+\t    -Wl,--gc-sections $^ -lm -o $@
+fwbuild/%.o: %.c
+\t@mkdir -p fwbuild
+\tarm-none-eabi-gcc $(CROSS_FLAGS) -std=c99 -ffunction-sections -fdata-sections $(INCLUDES) -c $< -o $@
+fwbuild/main.o: main.cpp
+\t@mkdir -p fwbuild
+\tarm-none-eabi-g++ $(CROSS_FLAGS) -fno-exceptions -fno-rtti -DKILN_FIRMWARE $(INCLUDES) -c $< -o $@
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+def test_two_models_firmware_on_qemu_bit_exact(tmp_path):
+    for tool in ("arm-none-eabi-g++", "qemu-system-arm", "make"):
+        require_tool(tool)
+    from kiln.project_gen.boards import get_board
+    from kiln.project_gen.project import create_project
+    from kiln.project_gen.qemu import run_elf
+
+    pair = _pair(tmp_path, "mlperf", "mps2-an386")
+    fw = tmp_path / "platform"
+    create_project(REPO / "examples/digits/digits_int8.tflite", "mps2-an386", fw)
+    a, b = pair.names
+    (pair.app / "fw.mk").write_text(FIRMWARE_MAKE.format(a=a, b=b, a_dir=tmp_path / a,
+                                                         b_dir=tmp_path / b, fw=fw))
+    _run(["make", "-C", pair.app, "-f", "fw.mk", "-j", "2"])
+    elf = pair.app / "fwbuild/firmware.elf"
+    symbols = [ln.split()[-1] for ln in _run(["arm-none-eabi-nm", elf]).splitlines()
+               if len(ln.split()) == 3]
+    kernels = [n for n in symbols if n.startswith("kiln_") and not n.startswith("kiln_platform")]
+    assert kernels and len(kernels) == len(set(kernels))
+    run = run_elf(get_board("mps2-an386"), elf, timeout=300)
+    assert run.exit_code == 0, run.stdout + run.stderr
+    pair.check_printed(run.stdout)
