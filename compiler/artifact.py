@@ -124,6 +124,9 @@ class Artifact:
     report: dict
     layers: list | None = field(default=None, repr=False)   # codegen's EmittedLayers
     consts: dict | None = field(default=None, repr=False)   # codegen's ConstArrays
+    # The Board compiled for (a board file of the user's need not be one kiln can find
+    # by `board`, its name).
+    board_spec: object = field(default=None, repr=False, compare=False)
     _lib: object = field(default=None, repr=False)
 
     # --- saving --------------------------------------------------------------------
@@ -150,7 +153,7 @@ class Artifact:
         cpu_flags = None
         if self.board != "host":
             from kiln.project_gen.boards import get_board   # a later stage: imported when used
-            cpu_flags = get_board(self.board).cpu_flags
+            cpu_flags = get_board(self.board_spec or self.board).cpu_flags
         files: dict[str, str | bytes] = dict(sources)
         files[MANIFEST] = self.files[MANIFEST]
         files.update(library_files(sources, prefix, self.graph.name, KILN_VERSION, cpu_flags))

@@ -195,4 +195,4 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     files = dict(files)
     files["kiln.json"] = json.dumps(report, indent=2) + "\n"
     return Artifact(graph=g, board=board, files=files, plan=plan, report=report,
-                    layers=layers, consts=consts)
+                    layers=layers, consts=consts, board_spec=spec)

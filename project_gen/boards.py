@@ -9,7 +9,11 @@ chip, and how it runs here (QEMU machine, host process, or only on hardware).
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
+import os
 import re
+import string
 import tomllib
 import unicodedata
 from dataclasses import dataclass, field, replace
@@ -92,6 +96,15 @@ class Qemu:
 
 
 @dataclass(frozen=True)
+class Flashing:
+    """How a real board is flashed: a shell command with {elf} {hex} {bin} {port}
+    placeholders, or pyOCD's name for the target chip (`pyocd list --targets`)."""
+
+    command: str | None = None
+    pyocd_target: str | None = None
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     description: str
@@ -108,6 +121,7 @@ class Board:
     qemu: Qemu | None = None
     init: tuple[Poke, ...] = ()
     stack_bytes: int = DEFAULT_STACK_BYTES
+    flashing: Flashing | None = None
     source: Path | None = field(default=None, compare=False)
 
     @property
@@ -194,12 +208,18 @@ CPU_FPUS: dict[str, set[str]] = {
 DSP_CPUS = {"cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"}
 
 TOP_KEYS = ("name", "description", "cpu", "fpu", "dsp", "clock_hz", "runs_on", "stack_bytes",
-            "flash", "ram", "extra_regions", "uart", "timer", "qemu", "init")
+            "flash", "ram", "extra_regions", "uart", "timer", "qemu", "init", "flashing")
 REGION_KEYS = ("origin", "size")
 UART_KEYS = ("kind", "base", "baud", "clock_hz", "tx_pin", "rx_pin")
 TIMER_KEYS = ("kind",)
 QEMU_KEYS = ("machine", "args")
 POKE_KEYS = ("reg", "set", "clear")
+FLASHING_KEYS = ("command", "pyocd_target")
+# A flash command is a shell line the user wrote, run only when they ask to flash (kiln
+# flash, --flash); what kiln puts in it is shell-quoted (kiln.project_gen.flash).
+FLASH_PLACEHOLDERS = ("elf", "hex", "bin", "port")
+FLASH_COMMAND_MAX = 1000
+PYOCD_TARGET_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z", re.IGNORECASE)
 
 
 def _show(value: object) -> str:
@@ -355,6 +375,49 @@ def _poke(r: _Reader, table: object, i: int) -> Poke:
                 clear=r.int(t.get("clear", 0), f"{key}.clear", 0, U32_MAX))
 
 
+def check_flash_command(command: object, where: str = "flash command") -> str:
+    """`command` if it is shell text whose only {} fields are {elf} {hex} {bin}
+    {port} (no attribute, index, conversion or format spec: str.format would evaluate
+    them); BoardError naming `where` otherwise. `{{`/`}}` stand for braces."""
+    if not isinstance(command, str) or not command.strip():
+        raise BoardError(f"{where}: must be a non-empty string, got {_show(command)}")
+    if len(command) > FLASH_COMMAND_MAX:
+        raise BoardError(f"{where}: is {len(command)} characters, more than {FLASH_COMMAND_MAX}")
+    # Tabs and newlines are shell syntax; other control and bidi characters only hide
+    # what the command does from a reader of the file.
+    bad = next((c for c in command if c not in "\t\n" and
+                unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")), None)
+    if bad is not None:
+        raise BoardError(f"{where}: holds the control character U+{ord(bad):04X}")
+    try:
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(command)
+                  if f is not None]
+    except ValueError as e:
+        raise BoardError(f"{where}: {e} (write {{{{ and }}}} for literal braces)") from None
+    for f, spec, conv in fields:
+        if f not in FLASH_PLACEHOLDERS or spec or conv:
+            raise BoardError(f"{where}: {{{f}{'!' + conv if conv else ''}{':' + spec if spec else ''}}} "
+                             f"is not a placeholder; the placeholders are "
+                             f"{', '.join('{' + p + '}' for p in FLASH_PLACEHOLDERS)}")
+    return command
+
+
+def _flashing(r: _Reader, table: object) -> Flashing:
+    t = r.table(table, "flashing", FLASHING_KEYS,
+                ", e.g. flashing = { command = \"st-flash write {bin} 0x08000000\" }")
+    if not t:
+        raise r.fail("flashing", "needs command or pyocd_target")
+    if "command" in t and "pyocd_target" in t:
+        raise r.fail("flashing", "give command or pyocd_target, not both")
+    if "command" in t:
+        try:
+            return Flashing(command=check_flash_command(t["command"], "flashing.command"))
+        except BoardError as e:
+            raise r.fail("", str(e)) from None
+    return Flashing(pyocd_target=r.ident(t["pyocd_target"], "flashing.pyocd_target",
+                                         PYOCD_TARGET_RE, 64, "a pyOCD target name"))
+
+
 def parse_board(data: dict, source: str = "<board>") -> Board:
     """A Board from the parsed TOML of one board file; BoardError names the bad key."""
     r = _Reader(source)
@@ -403,6 +466,10 @@ def parse_board(data: dict, source: str = "<board>") -> Board:
             raise r.fail(extra[0], "the host board runs as a process here: it has no "
                                    "flash, RAM map, QEMU machine or start-up pokes")
     qemu = _qemu(r, data["qemu"]) if "qemu" in data else None
+    flashing = _flashing(r, data["flashing"]) if "flashing" in data else None
+    if flashing is not None and runs_on != "board":
+        raise r.fail("flashing", f"is for runs_on = 'board' (this board runs on {runs_on}: "
+                                 f"kiln launches it, nothing is flashed)")
     if runs_on == "qemu" and qemu is None:
         raise r.fail("qemu", "runs_on = 'qemu' needs a qemu = { machine = ... } table")
     if runs_on != "qemu" and qemu is not None:
@@ -425,12 +492,16 @@ def parse_board(data: dict, source: str = "<board>") -> Board:
 
     return Board(name=name, description=description, cpu=cpu, fpu=fpu, dsp=dsp,
                  clock_hz=clock_hz, runs_on=runs_on, uart=uart, timer=timer, flash=flash, ram=ram,
-                 extra_regions=extra_regions, qemu=qemu, init=pokes, stack_bytes=stack_bytes)
+                 extra_regions=extra_regions, qemu=qemu, init=pokes, stack_bytes=stack_bytes,
+                 flashing=flashing)
 
 
-def load_board_file(path: str | Path) -> Board:
+def load_board_file(path: str | Path, named_after_file: bool = True) -> Board:
     """The board in the TOML file `path`, validated (parse_board); the file must be a
-    regular file of at most MAX_BOARD_FILE_BYTES, named after the board."""
+    regular file of at most MAX_BOARD_FILE_BYTES. With named_after_file (the files kiln
+    finds by name: boards/ and KILN_BOARD_PATH), its name must be the file's name; a
+    file the user names by its path may be called anything (the board's name is the
+    `name` inside it)."""
     path = Path(path)
     raw = read_regular_file(path, "board file", MAX_BOARD_FILE_BYTES)
     try:
@@ -439,8 +510,10 @@ def load_board_file(path: str | Path) -> Board:
         raise BoardError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise BoardError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise BoardError(f"{path}: not valid TOML: nested too deep") from None
     board = parse_board(data, source=str(path))
-    if board.name != path.stem:
+    if named_after_file and board.name != path.stem:
         raise BoardError(f"{path}: name '{board.name}' must match the file name {_show(path.stem)}")
     return replace(board, source=path)
 
@@ -466,7 +539,52 @@ def _board_data(b: Board) -> dict:
         data["qemu"] = {"machine": b.qemu.machine, "args": list(b.qemu.args)}
     if b.init:
         data["init"] = [{"reg": p.reg, "set": p.set, "clear": p.clear} for p in b.init]
+    if b.flashing is not None:
+        data["flashing"] = {k: v for k, v in (("command", b.flashing.command),
+                                              ("pyocd_target", b.flashing.pyocd_target))
+                            if v is not None}
     return data
+
+
+# Keys whose integers are addresses, sizes or register bits: written in hex.
+_HEX_KEYS = {"origin", "size", "base", "reg", "set", "clear"}
+
+
+def _toml_value(value: object, key: str = "") -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"0x{value:X}" if key in _HEX_KEYS else f"{value:_}" if value >= 10_000 else str(value)
+    if isinstance(value, str):
+        # JSON's string escapes are a subset of TOML's basic-string escapes.
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v, k)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def board_toml(board: Board, header: str = "") -> str:
+    """The TOML text of a (validated) Board: load_board_file reads it back as an equal
+    Board. `header`: comment lines put first (each line gets its '# ')."""
+    data = _board_data(get_board(board))
+    lines = [f"# {line}".rstrip() for line in header.splitlines()]
+    for key, value in data.items():
+        if key == "init" or key == "extra_regions":
+            lines.append(f"{key} = [")
+            lines += [f"    {_toml_value(v)}," for v in value]
+            lines.append("]")
+        else:
+            lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def board_digest(board: Board) -> str:
+    """A digest of a board's facts (not of its file's comments or layout): what a cached
+    build for it depends on."""
+    text = json.dumps(_board_data(board), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def check_board(board: Board) -> None:
@@ -484,25 +602,137 @@ def _all_boards() -> dict[str, Board]:
     return {p.stem: load_board_file(p) for p in sorted(boards_dir().glob("*.toml"))}
 
 
+BOARD_PATH_VARIABLE = "KILN_BOARD_PATH"
+
+
+def board_path(environ: dict[str, str] | None = None) -> list[Path]:
+    """The folders of KILN_BOARD_PATH (os.pathsep-separated), searched for <name>.toml
+    before kiln's own boards/. Relative entries are ignored (as XDG does): a board must
+    not change with the folder kiln happens to run in."""
+    value = (os.environ if environ is None else environ).get(BOARD_PATH_VARIABLE, "")
+    return [Path(p) for p in value.split(os.pathsep) if p and os.path.isabs(p)]
+
+
+def is_board_path(text: str) -> bool:
+    """Whether a --board value names a board file rather than a board: it holds a '/'
+    (or the OS's separator) or ends in .toml. A name is only ever looked up."""
+    return "/" in text or os.sep in text or text.endswith(".toml")
+
+
+def _user_boards() -> dict[str, Board]:
+    """The boards in the KILN_BOARD_PATH folders; a name in an earlier folder wins."""
+    found: dict[str, Board] = {}
+    for folder in board_path():
+        try:
+            files = sorted(folder.glob("*.toml"))
+        except OSError:
+            continue
+        for p in files:
+            if p.stem not in found and NAME_RE.match(p.stem):
+                found[p.stem] = load_board_file(p)
+    return found
+
+
 def board_names() -> list[str]:
-    return list(_all_boards())
+    return [b.name for b in list_boards()]
 
 
 def list_boards() -> list[Board]:
-    """Every board kiln knows (boards/*.toml, and the host), in `kiln boards` order."""
-    return list(_all_boards().values())
+    """Every board kiln knows: those in the KILN_BOARD_PATH folders, then kiln's own
+    (boards/*.toml, and the host) that no folder of KILN_BOARD_PATH overrides."""
+    user = _user_boards()
+    return list(user.values()) + [b for n, b in _all_boards().items() if n not in user]
 
 
-def get_board(board: str | Board) -> Board:
-    """The named board (or a Board passed through); BoardError with suggestions if unknown."""
+def is_kiln_board(board: Board) -> bool:
+    """Whether `board` is one of kiln's own boards, unchanged (so its name is all a
+    project needs to record)."""
+    return _all_boards().get(board.name) == board
+
+
+def get_board(board: str | Path | Board) -> Board:
+    """The board `board` names: a Board (checked, passed through); a path to a board file
+    (a value holding '/' or ending in .toml: read, whatever its file name); or a name,
+    looked up in the KILN_BOARD_PATH folders, then among kiln's boards. BoardError with
+    suggestions if unknown."""
     if isinstance(board, Board):
         check_board(board)
         return board
+    if isinstance(board, Path):
+        return load_board_file(board, named_after_file=False)
     if not isinstance(board, str):      # e.g. a "board" of a damaged kiln.json
         raise BoardError(f"a board is named by a string such as 'mps2-an386', not {_show(board)}")
+    if is_board_path(board):
+        return load_board_file(board, named_after_file=False)
+    if NAME_RE.match(board) and len(board) <= NAME_MAX:   # never joined into a path otherwise
+        for folder in board_path():
+            candidate = folder / f"{board}.toml"
+            if os.path.lexists(candidate):
+                return load_board_file(candidate)
     boards = _all_boards()
     if board not in boards:
-        close = difflib.get_close_matches(board, boards, n=3)
+        names = [*_user_boards(), *boards]
+        close = difflib.get_close_matches(board, names, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise BoardError(f"unknown board {_show(board)}{hint}; `kiln boards` lists them")
+        where = f" or a folder of {BOARD_PATH_VARIABLE}" if board_path() else ""
+        raise BoardError(f"unknown board {_show(board)}{hint}; `kiln boards` lists them; a "
+                         f"board file of your own is named by its path (./{board}.toml){where}")
     return boards[board]
+
+
+# What each key of a board file means: the comments of `kiln boards --new`.
+FIELD_NOTES = {
+    "name": "lower-case letters, digits, _ and -; in KILN_BOARD_PATH the file is NAME.toml",
+    "description": "one line, shown by `kiln boards`",
+    "cpu": "cortex-m0|m0plus|m3|m4|m7|m33|m55 (compiler flags, kernel variants)",
+    "fpu": "none|fpv4-sp-d16|fpv5-sp-d16|fpv5-d16 (one the core can have)",
+    "dsp": "the DSP extension (SMLAD...): M4/M7/M33/M55 only",
+    "clock_hz": "what the tick counter counts: the core clock for SysTick and DWT",
+    "runs_on": "qemu (kiln launches QEMU), board (flashed), host",
+    "stack_bytes": "the stack reserve at the top of RAM (256 B..16 MB, multiple of 8)",
+    "uart": "the serial port kiln prints to / talks RPC over; kinds: "
+            + ", ".join(k for k in UART_DRIVERS if k != "posix"),
+    "timer": "systick|dwt: what kiln_platform_ticks() reads",
+    "flash": "where code, weights and inputs go (linker FLASH)",
+    "ram": "where the arena, data and stack go (linker RAM)",
+    "extra_regions": "more memories, by name (e.g. CCM)",
+    "qemu": "runs_on = \"qemu\": the machine (qemu-system-arm -M help); args: -cpu/-m/-smp pairs",
+    "init": "start-up register read-modify-writes: clock gates, pin mux",
+    "flashing": "runs_on = \"board\": how `kiln flash` flashes it",
+}
+
+
+def new_board_toml(name: str, like: str | Board) -> str:
+    """A commented board file for a new board `name`, starting from the facts of `like`
+    (`kiln boards --new NAME --like B`); it loads as a valid board as written."""
+    r = _Reader("--new")
+    r.ident(name, "name", NAME_RE, NAME_MAX,
+            "lower-case letters, digits, '_' and '-' (starting with a letter or digit)")
+    base = get_board(like)
+    if base.is_host:
+        raise BoardError("the host board runs as a process here; start from a microcontroller "
+                         "board (--like mps2-an386, nucleo-l4r5zi, ...)")
+    data = _board_data(replace(base, name=name,
+                               description=f"{name} (started from {base.name})"))
+    lines = [f"# Board file for {name}, started from kiln's {base.name}: change what differs.",
+             "# Every key is checked (boards/README.md lists the rules); use it with",
+             f"#   kiln project create MODEL --board ./{name}.toml -o DIR",
+             f"# or put it in a folder of {BOARD_PATH_VARIABLE} and say --board {name}.", ""]
+    for key in TOP_KEYS:
+        note = f"# {FIELD_NOTES[key]}"
+        if key not in data:
+            if key == "flashing" and base.runs_on == "board":
+                lines += [note, "# flashing = { command = \"st-flash write {bin} 0x08000000\" }",
+                          "# flashing = { pyocd_target = \"stm32l4r5zitx\" }   (pip install kiln[flash])"]
+            elif key == "init":
+                lines += [note, "# init = [ { reg = 0x40021058, set = 0x1 }, ]"]
+            continue
+        value = data[key]
+        lines.append(note)
+        if key in ("init", "extra_regions"):
+            lines.append(f"{key} = [")
+            lines += [f"    {_toml_value(v)}," for v in value]
+            lines.append("]")
+        else:
+            lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"

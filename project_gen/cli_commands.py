@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -21,8 +22,11 @@ from kiln.compiler.arrays_io import (check_output_path, files_read, print_sample
 from kiln.compiler.cli import add_optimize_argument
 from kiln.compiler.compile import flash_fit_note, tuning_note
 from kiln.compiler.errors import InputError
+from kiln.compiler.escape import terminal
+from kiln.compiler.fsutil import atomic_write_text
 
-from .boards import list_boards
+from .boards import BOARD_PATH_VARIABLE, is_kiln_board, list_boards, new_board_toml
+from .flash import add_flash_arguments, flash_firmware, flash_if_asked
 from .console import RunResult
 from kiln.compiler.inputs import random_inputs
 from .project import MANIFEST, MODES, Project, create_project
@@ -32,9 +36,26 @@ from .toolchain import QEMU_ARM, have_tool
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("boards", help="list the boards and what each can do here")
+    p = subparsers.add_parser("boards", help="list the boards and what each can do here",
+                              epilog="Boards of your own: --board ./NAME.toml anywhere, or put "
+                                     "NAME.toml in a folder of KILN_BOARD_PATH (searched "
+                                     "before kiln's own boards).")
     p.add_argument("--json", action="store_true", help="print the boards as JSON")
+    p.add_argument("--new", metavar="NAME",
+                   help="write a commented board file for a new board NAME (with -o)")
+    p.add_argument("--like", metavar="BOARD", default="mps2-an386",
+                   help="the board --new starts from (default mps2-an386)")
+    p.add_argument("-o", "--output", metavar="NAME.toml", help="where --new writes")
+    p.add_argument("--force", action="store_true", help="let --new replace an existing file")
     p.set_defaults(handler=cmd_boards)
+
+    f = subparsers.add_parser("flash", help="flash a built project onto its (real) board",
+                              epilog="How: --flash-command, else the board file's flashing "
+                                     "table (a command, or pyOCD's target). QEMU and host "
+                                     "boards are not flashed: `kiln run` launches them.")
+    f.add_argument("project", help="a project directory (built first if needed)")
+    add_flash_arguments(f, flash_switch=False)
+    f.set_defaults(handler=cmd_flash)
 
     project = subparsers.add_parser("project", help="create or build a firmware project")
     psub = project.add_subparsers(dest="project_command", required=True)
@@ -77,6 +98,8 @@ def _runs_here(runs_on: str) -> str:
 
 
 def cmd_boards(args: argparse.Namespace) -> int:
+    if args.new is not None or args.output is not None:
+        return _new_board(args)
     boards = list_boards()
     if args.json:
         rows = [{"name": b.name, "cpu": b.cpu, "fpu": b.fpu, "dsp": b.dsp,
@@ -85,7 +108,8 @@ def cmd_boards(args: argparse.Namespace) -> int:
                  "ram_bytes": b.ram.size if b.ram else None,
                  "uart": b.uart.kind, "timer": b.timer,
                  "qemu_machine": b.qemu.machine if b.qemu else None,
-                 "runs_here": _runs_here(b.runs_on)} for b in boards]
+                 "runs_here": _runs_here(b.runs_on),
+                 "file": None if is_kiln_board(b) else str(b.source)} for b in boards]
         print(json.dumps(rows, indent=2))
         return 0
 
@@ -98,7 +122,52 @@ def cmd_boards(args: argparse.Namespace) -> int:
         clock = "-" if b.is_host else f"{b.clock_hz / 1e6:g} MHz"
         print(f"{b.name:<15}{b.core:<6}{kib(b.flash):>9}{kib(b.ram):>9}{clock:>9}  "
               f"{b.uart.kind:<15}{b.timer:<8}{_runs_here(b.runs_on)}")
+    for b in boards:
+        if not is_kiln_board(b):
+            print(f"{terminal(b.name)}: {terminal(b.source)} ({BOARD_PATH_VARIABLE})")
     return 0
+
+
+def _new_board(args: argparse.Namespace) -> int:
+    """`kiln boards --new NAME [--like B] -o NAME.toml [--force]`."""
+    if args.new is None or args.output is None:
+        raise InputError("--new NAME and -o NAME.toml go together: kiln boards --new myboard "
+                         "--like mps2-an386 -o myboard.toml")
+    text = new_board_toml(args.new, args.like)
+    out = Path(args.output)
+    if os.path.lexists(out) and not args.force:
+        raise InputError(f"{out} exists: kiln will not write over it; pass --force to "
+                         f"replace it")
+    if out.is_dir():
+        raise InputError(f"{out} is a directory: name the board file, e.g. {out / (args.new + '.toml')}")
+    atomic_write_text(out, text)
+    print(f"wrote {out}: edit it, then `kiln project create MODEL --board {out} -o DIR`"
+          + ("" if out.stem == args.new else
+             f" (in a folder of {BOARD_PATH_VARIABLE} it must be named {args.new}.toml)"))
+    return 0
+
+
+def cmd_flash(args: argparse.Namespace) -> int:
+    """`kiln flash PROJECT [--port URL] [--flash-command CMD]`."""
+    target = Path(args.project)
+    if target.is_file():
+        raise InputError(f"{target} is a file: `kiln flash` takes a project directory "
+                         f"(kiln project create MODEL --board B -o DIR)")
+    project = Project.open(target)
+    board = project.board
+    if board.runs_on != "board":
+        how = f"QEMU ({board.qemu.machine})" if board.runs_on == "qemu" else "a host process"
+        print(f"{board.name} runs on {how}: nothing to flash; `kiln run {project.path}` "
+              f"builds it and launches it")
+        return 0
+    print(f"flashed {project.path} onto {board.name} with {terminal(flash_project(project, args.port, args.flash_command))}")
+    return 0
+
+
+def flash_project(project: Project, port: str | None, command: str | None) -> str:
+    """Build `project` if needed and flash it (kiln.project_gen.flash); how it was done."""
+    project.build()
+    return flash_firmware(project.board, project.path / "build", port, command)
 
 
 # -- kiln project create / build ---------------------------------------------
@@ -202,6 +271,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"replaced the sample inputs baked into {target} with {n} sample(s) "
                       f"from {', '.join(args.input)} (inputs.npz, src/kiln_inputs.c) and "
                       f"rebuilt it: later runs of {target} use them too")
+            if flash_if_asked(project, args):
+                print(f"the standalone firmware runs on {project.board.name} now and prints "
+                      f"its KILN lines on its serial port")
+                return 0
             result = project.run(timeout=timeout)
         if project.elf.exists():
             _print_size(project, project.size_report())

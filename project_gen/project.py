@@ -38,7 +38,7 @@ from kiln.compiler.outdir import (LOCK_FILE, entries, is_scratch, output_dir,
 from kiln.compiler.paths import crt_dir
 
 from . import render
-from .boards import Board, get_board
+from .boards import Board, board_digest, board_toml, get_board, is_kiln_board, load_board_file
 from .console import RunResult, to_result
 from kiln.compiler.inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_samples
 from kiln.compiler.limits import check_firmware_limits
@@ -50,6 +50,7 @@ from .toolchain import MAKE, compiler_for, find_tool
 MODES = ("standalone", "host-driven")
 MANIFEST = "kiln.json"
 SAMPLES_FILE = "inputs.npz"    # the baked sample inputs, for comparing against a reference
+BOARD_FILE = "board.toml"      # the board of a project whose board is not one of kiln's own
 HOST_RUN_TIMEOUT_S = 120.0
 
 
@@ -118,7 +119,7 @@ class Project:
         if not path.is_dir():
             raise KilnError(f"{path} is not a directory: a kiln project is a directory; {create}")
         manifest = _read_manifest(path)
-        return cls(path, get_board(manifest["project"]["board"]), manifest)
+        return cls(path, _project_board(path, manifest), manifest)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -132,8 +133,7 @@ class Project:
             self._lock_depth += 1
             try:
                 self.manifest = _read_manifest(self.path)
-                if self.manifest["project"]["board"] != self.board.name:   # replaced
-                    self.board = get_board(self.manifest["project"]["board"])
+                self.board = _project_board(self.path, self.manifest)   # replaced since?
                 yield
             finally:
                 self._lock_depth -= 1
@@ -303,9 +303,10 @@ class Project:
                                 f"{timeout or HOST_RUN_TIMEOUT_S:g} s") from None
             out, code = done.stdout, done.returncode
         else:
-            raise BoardError(f"{board.name} is a real board and kiln does not flash boards: "
-                             f"flash {self.path / 'build' / 'firmware.hex'} with your probe's "
-                             f"tool and read its serial port, or use host-driven mode")
+            raise BoardError(f"{board.name} is a real board: flash it (`kiln flash "
+                             f"{self.path}`, or {self.path / 'build' / 'firmware.hex'} with "
+                             f"your probe's tool) and read its serial port, or use "
+                             f"host-driven mode")
         result = to_result(out, self.output_specs, board.tick_unit, code, where)
         if board.runs_on == "qemu":
             result.instructions = ticks_to_instructions(result.ticks[0], result.tick_hz)
@@ -363,7 +364,7 @@ def _load_artifact(model: Any, board: Board, tuning_records: Any = None,
     if isinstance(model, (str, os.PathLike)):
         from kiln.compiler import compile as kiln_compile, load
         from kiln.compiler.compile import DEFAULT_OPTIMIZE
-        return kiln_compile(load(model), board=board.name, tuning_records=tuning_records,
+        return kiln_compile(load(model), board=board, tuning_records=tuning_records,
                             optimize=optimize or DEFAULT_OPTIMIZE)
     if not hasattr(model, "files") or not hasattr(model, "report"):
         raise InputError("create_project takes a model file path or a compiled Artifact "
@@ -442,6 +443,24 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def _project_board(path: Path, manifest: dict[str, Any]) -> Board:
+    """The board of the project in `path`: its own copy (board.toml, written when the
+    board is not one of kiln's: a file of the user's, or a Board built in Python), else
+    kiln's board of that name. The copy is checked like any board file and must be the
+    board kiln.json names."""
+    entry = manifest["project"]
+    if entry.get("board_file") is None:
+        return get_board(entry["board"])
+    if entry["board_file"] != BOARD_FILE:
+        raise KilnError(f"{path / MANIFEST} is damaged (its board_file is not {BOARD_FILE}): "
+                        f"recreate the project with `kiln project create … --force`")
+    board = load_board_file(path / BOARD_FILE, named_after_file=False)
+    if board.name != entry["board"]:
+        raise BoardError(f"{path / BOARD_FILE} is board '{board.name}', but {MANIFEST} says "
+                         f"the project is for '{entry['board']}': recreate the project")
+    return board
+
+
 def _lock_inode(lock: Path) -> int:
     """The inode of the lock file `lock`, created if missing. A link at its place is
     removed first: kiln never creates or locks a file a link points to."""
@@ -482,6 +501,8 @@ def project_lock(root: Path) -> Iterator[None]:
 def _build_id(files: dict[str, str], board: Board, mode: str) -> str:
     """A digest of what makes this firmware what it is: model C, board, mode, kiln."""
     h = hashlib.sha256(f"{board.name}\0{mode}\0{kiln_version()}".encode())
+    if not is_kiln_board(board):          # a board of one's own: its facts too
+        h.update(board_digest(board).encode())
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     return h.hexdigest()[:16]
@@ -648,6 +669,10 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
                                       build_id))
     if samples is not None:
         files.update(render.inputs_files(name, samples, inputs_origin or "given"))
+    own_board = not is_kiln_board(board)
+    if own_board:          # what Project.open needs later, wherever the board file went
+        files[BOARD_FILE] = board_toml(board, f"The board of this project, {board.name}, as kiln "
+                                              f"read it (the project's own copy).")
     kiln_files = sorted([*files, *([SAMPLES_FILE] if samples is not None else [])])
 
     manifest = dict(report)
@@ -661,6 +686,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         "tick_unit": board.tick_unit,
         **({"qemu": {"machine": board.qemu.machine, "icount_shift": ICOUNT_SHIFT}}
            if board.qemu else {}),
+        **({"board_file": BOARD_FILE} if own_board else {}),
         # What --force may write over or remove when the project is created again.
         "files": kiln_files,
     }

@@ -31,6 +31,8 @@ from kiln.compiler.tune.records import MAX_RECORDS_BYTES
 from kiln.compiler.compile import tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
+from .boards import board_digest, get_board
+from .flash import add_flash_arguments, flash_if_asked
 from .project import MANIFEST, Project, create_project, kiln_version
 from .qemu import ticks_to_instructions
 from .session import Profile, Session
@@ -45,6 +47,7 @@ def add_port_arguments(p: argparse.ArgumentParser) -> None:
                    help="QEMU serial link: stdio pipe (faster) or TCP socket")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S",
                    help="seconds a run may take on the device (default 60)")
+    add_flash_arguments(p)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -94,11 +97,11 @@ def _complete_project(folder: Path) -> bool:
         return False
 
 
-def host_driven_project(target: str | Path, board: str, cache: Path | None = None,
+def host_driven_project(target: str | Path, board: Any, cache: Path | None = None,
                         tuning_records: str | Path | None = None) -> Project:
     """A host-driven project for `target`: the project DIR itself, or for a model file a
-    project cached under ~/.cache/kiln/projects keyed by model, board, kiln sources and
-    the tuning records' content.
+    project cached under ~/.cache/kiln/projects keyed by model, board (its name and
+    facts: a board file may change), kiln sources and the tuning records' content.
 
     A cached project is created and built in a staging folder and renamed into place
     (kiln.compiler.cache): Ctrl-C or a crash leaves no entry, never a half-built one, and
@@ -128,10 +131,14 @@ def host_driven_project(target: str | Path, board: str, cache: Path | None = Non
     # The file name only labels the entry (the hash keys it): an identifier of bounded
     # length, so no byte of it makes an odd or over-long folder name.
     label = project_name(target.stem)[:40]
-    out = (cache or cache_root()) / f"{label}-{model_hash}-{board}-{_sources_digest()}{tuned}"
+    # The board by name and by its facts: a board file (a path, KILN_BOARD_PATH) may
+    # change under the same name; its digest keys the entry.
+    spec = get_board(board)
+    out = (cache or cache_root()) / (f"{label}-{model_hash}-{spec.name}-{board_digest(spec)}-"
+                                     f"{_sources_digest()}{tuned}")
 
     def build(staging: Path) -> None:
-        project = create_project(str(target), board=board, out_dir=staging,
+        project = create_project(str(target), board=spec, out_dir=staging,
                                  mode="host-driven", force=True,
                                  tuning_records=tuning_records)
         project.build()      # the entry holds its firmware: a later run only reuses it
@@ -144,6 +151,7 @@ def connect(project: Project, args: argparse.Namespace) -> Session:
     from .rpc_client import RpcOptions
 
     timeout = getattr(args, "timeout", None) or 60.0
+    flash_if_asked(project, args)          # --flash / --flash-command: before connecting
     return project.connect(port=getattr(args, "port", None),
                            chardev=getattr(args, "chardev", "pipe"),
                            options=RpcOptions(command_timeout=timeout))

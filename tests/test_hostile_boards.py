@@ -314,11 +314,17 @@ def test_compile_reads_boards_through_the_schema(boards_dir):
         kc.compile("/nonexistent.tflite", board="myboard")
 
 
-def test_board_names_are_looked_up_never_joined_into_paths(boards_dir, tmp_path):
+def test_board_names_are_looked_up_never_joined_into_paths(boards_dir, tmp_path, monkeypatch):
+    """A name is looked up; a value holding '/' or ending in .toml is a board file's path
+    (issue 15), read as given, never joined to kiln's boards folder."""
     import kiln.compiler as kc
 
     (boards_dir / "myboard.toml").write_text(GOOD_TOML)
+    monkeypatch.chdir(tmp_path / "..")
     for name in ("../myboard", str(boards_dir / "myboard"), "myboard.toml"):
+        with pytest.raises(KilnError, match=r"cannot read board file .*No such file"):
+            kc.compile("/nonexistent.tflite", board=name)
+    for name in ("..", "my board", "MyBoard"):
         with pytest.raises(BoardError, match="unknown board"):
             kc.compile("/nonexistent.tflite", board=name)
     with pytest.raises(BoardError, match="a board is named by a string"):

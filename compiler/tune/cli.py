@@ -42,6 +42,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="shell command that flashes a firmware: {elf}, {bin}, {hex} are "
                         "replaced by its files and {port} by the board's port, e.g. "
                         "'st-flash write {bin} 0x08000000'")
+    p.add_argument("--flash", action="store_true",
+                   help="flash each tuning firmware as the board file says (flashing = ...)")
     p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds one kernel run may take on the device (default 120)")
     p.set_defaults(handler=cmd_tune)
@@ -124,8 +126,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix not in (".jsonl", ".json"):
         raise InputError(f"{out}: tuning records are JSON Lines; name the file *.jsonl")
-    if args.flash_command and not args.port:
-        raise InputError("--flash-command needs --port (the board's serial port)")
+    if (args.flash_command or args.flash) and not args.port:
+        raise InputError(f"{'--flash-command' if args.flash_command else '--flash'} needs "
+                         f"--port (the board's serial port)")
     refuse_overwriting_inputs(out, [args.model], "-o")
     if out.is_symlink() and not out.exists():
         raise InputError(f"{out} is a symbolic link to a missing file: kiln will not create "
@@ -145,7 +148,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     options = TuneOptions(trials=args.trials, workers=args.workers,
                           measure=MeasureOptions(repeat=args.repeat, timeout=args.timeout,
                                                  ports=args.port,
-                                                 flash_command=args.flash_command))
+                                                 flash_command=args.flash_command,
+                                                 flash=args.flash))
     from .tuner import _unit
 
     bar = ProgressBar(_unit(args.board, args.port[0] if args.port else None))

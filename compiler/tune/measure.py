@@ -27,8 +27,7 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..codegen.lowering import Target
-from ..errors import BuildError, DeviceError
-from ..escape import shell_word
+from ..errors import DeviceError
 from .firmware import Variant, tuning_artifact
 from .workloads import Workload, knobs_id
 
@@ -49,6 +48,7 @@ class MeasureOptions:
     timeout: float = 120.0
     ports: list[str] = field(default_factory=list)   # real boards: one worker per port
     flash_command: str | None = None      # e.g. "st-flash write {bin} 0x08000000"
+    flash: bool = False                   # flash as the board file says (flashing = ...)
     keep_dir: Path | None = None          # keep the tuning projects here (debugging)
 
 
@@ -96,10 +96,12 @@ def make_batch(candidates: list[tuple[Workload, dict]], target: Target, version:
 
 
 def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
-                  on_result: Callable[[Measurement], None], port: str | None = None) -> float:
+                  on_result: Callable[[Measurement], None], port: str | None = None,
+                  board=None) -> float:
     """Build the batch's firmware and measure every candidate in it, on QEMU (or the
     host), or on the board at serial `port` after running the flash command; each result
-    goes to `on_result` as soon as it is known. Returns the seconds the build took."""
+    goes to `on_result` as soon as it is known. `board`: the Board (default: kiln's board
+    target.board names). Returns the seconds the build took."""
     from kiln.project_gen import create_project
     from kiln.project_gen.qemu import ticks_to_instructions
     from kiln.project_gen.rpc_client import RpcOptions
@@ -108,11 +110,12 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
     art, variants = batch.artifact, batch.variants
     tmp = tempfile.mkdtemp(prefix="kiln-tune-", dir=options.keep_dir)
     try:
-        project = create_project(art, target.board, Path(tmp) / "fw", mode="host-driven")
+        project = create_project(art, board or target.board, Path(tmp) / "fw",
+                                 mode="host-driven")
         started = time.monotonic()
         project.build()
         build_s = time.monotonic() - started
-        if port is not None and options.flash_command:
+        if port is not None and (options.flash_command or options.flash):
             _flash(options.flash_command, project, port)
         qemu = project.board.runs_on == "qemu" and port is None
         with project.connect(port=port,
@@ -126,17 +129,17 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _flash(command: str, project, port: str) -> None:
-    build = project.path / "build"
-    # The command is the user's shell line; what kiln puts in it (paths under a temporary
-    # or --keep folder, the port) is quoted, so a space or `;` in it stays one argument.
-    cmd = command.format(elf=shell_word(build / "firmware.elf"),
-                         bin=shell_word(build / "firmware.bin"),
-                         hex=shell_word(build / "firmware.hex"), port=shell_word(port))
-    done = subprocess.run(cmd, shell=True, capture_output=True, text=True, errors="replace")
-    if done.returncode != 0:
-        raise BuildError(f"flash command failed ({done.returncode}): {cmd}\n"
-                         f"{(done.stderr or done.stdout).strip()[-500:]}")
+def _flash(command: str | None, project, port: str) -> None:
+    # The one runner of flash commands (kiln flash, run/profile --flash-command): what kiln
+    # puts in the user's shell line (paths under a temporary or --keep folder, the port)
+    # is quoted, so a space or `;` in it stays one argument. Without a command: as the
+    # board file says.
+    from kiln.project_gen.flash import firmware_files, flash_firmware, run_flash_command
+
+    if command is None:
+        flash_firmware(project.board, project.path / "build", port)
+    else:
+        run_flash_command(command, firmware_files(project.path / "build"), port)
 
 
 def _measure(session, variants: list[Variant], wanted: set[tuple[str, str]],

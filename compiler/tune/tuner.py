@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..compile import KILN_VERSION, board_name, check_board, target_for
+from ..compile import KILN_VERSION, board_name, target_for
 from ..frontend import as_graph
 from ..errors import FitError, InputError
 from ..ir import Graph
@@ -152,7 +152,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     to the target fails."""
     from kiln.project_gen.boards import get_board
 
-    board = board_name(board)
+    if not isinstance(board, str):
+        board_name(board)             # BoardError for what is neither a name nor a Board
     if isinstance(records, (str, os.PathLike)):
         records = Records.load(records, missing_ok=True)
     if not isinstance(records, Records):
@@ -163,8 +164,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     options = options or TuneOptions()
     if options.trials < 1 or options.workers < 1 or options.measure.repeat < 1:
         raise InputError("trials, workers and repeat must be at least 1")
-    check_board(board)
-    board_spec = get_board(board)
+    board_spec = get_board(board)     # a name, a board file's path or a Board: read once
+    board = board_spec.name
     ports = list(options.measure.ports)
     if board_spec.runs_on == "board" and not ports:
         raise InputError(f"{board} is a real board: pass its serial port (--port) and a "
@@ -175,11 +176,11 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     free_ports: queue.Queue[str] = queue.Queue()
     for p in ports:
         free_ports.put(p)
-    target = target_for(board)
+    target = target_for(board_spec)
     started = time.monotonic()
     g = optimize_graph(as_graph(graph))
     workloads = extract_workloads(g, target)
-    unit = _unit(board, ports[0] if ports else None)
+    unit = _unit(board_spec, ports[0] if ports else None)
     session = f"{model_name or g.name}@{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"
     searches: dict[str, Search] = {}
     already = 0
@@ -248,10 +249,11 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
                 return 0.0
             state["batches"] += 1
         if not ports:
-            return measure_batch(batch, target, options.measure, on_result)
+            return measure_batch(batch, target, options.measure, on_result, board=board_spec)
         port = free_ports.get()          # one batch per board at a time
         try:
-            return measure_batch(batch, target, options.measure, on_result, port)
+            return measure_batch(batch, target, options.measure, on_result, port,
+                                 board=board_spec)
         finally:
             free_ports.put(port)
 
