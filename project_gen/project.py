@@ -343,9 +343,9 @@ class Project:
         elif board.is_host:
             transport = SubprocessTransport([self.elf])
         else:
-            raise BoardError(f"{board.name} is a real board: flash "
-                             f"{self.path / 'build' / 'firmware.hex'} and pass its serial "
-                             f"port (--port, or port= in Python)")
+            raise BoardError(f"{board.name} is a real board: pass its serial port (--port, "
+                             f"or port= in Python), with --flash to flash "
+                             f"{self.path / 'build' / 'firmware.hex'} first (or `kiln flash`)")
 
         expected = ExpectedFirmware(build_id=self.manifest["project"]["build_id"],
                                     board=board.name)

@@ -120,7 +120,11 @@ def test_hostile_board_paths_are_one_line(tmp_path, capsys, kind):
 # --- board files kiln writes ----------------------------------------------------------------
 
 def test_board_toml_round_trips_every_board(tmp_path):
-    for board in list_boards():
+    import dataclasses
+
+    odd = dataclasses.replace(get_board("nucleo-l4r5zi"), name="odd",
+                              description='a "quoted" \\ back slash, ünïcode 𝔵 {hex}')
+    for board in [*list_boards(), odd]:
         path = tmp_path / f"{board.name}.toml"
         path.write_text(board_toml(board, "a header\nof two lines"))
         assert load_board_file(path) == board, board.name
