@@ -41,8 +41,9 @@ def cmd_info(args) -> int:
             t = g.tensor(tid)
             q = f" scale={t.quant.scale[0]:.6g} zp={t.quant.zero_point[0]}" if t.quant is not None else ""
             print(f"  {role:6} {terminal(t.name)} {list(t.shape)} {t.dtype}{q}")
+    board = _board_arg(getattr(args, "board", None) or "host")
     try:
-        art = compile(g, board="host", optimize=args.optimize)
+        art = compile(g, board=board, optimize=args.optimize)
     except KilnError as e:
         counts: dict[str, int] = {}
         for op in g.ops:
@@ -60,11 +61,43 @@ def cmd_info(args) -> int:
     print(f"MACs {total_macs:,}  weights {r['weights_bytes']:,} B  arena {r['arena_bytes']:,} B "
           f"(scratch {r['scratch_bytes']:,} B)")
     print(_memory_line(art))
+    if board != "host":
+        _print_fit(art, board, args.mode)
     if args.memory_plot:
         from .memory_plot import save_memory_plot
 
         print(f"wrote {save_memory_plot(r, args.memory_plot, reads=[args.model])}")
     return EXIT_OK
+
+
+def _board_arg(board: str):
+    """A board name, or the Board a path to a board file names (kiln.project_gen)."""
+    from kiln.project_gen.boards import get_board
+
+    return board if board == "host" else get_board(board)
+
+
+def _print_fit(art, board, mode: str) -> None:
+    """The fit verdict `kiln project create` (mode) and then the build reach on the
+    artifact's board: create_project's own check, in a scratch folder."""
+    import tempfile
+
+    from kiln.project_gen import create_project
+    from kiln.project_gen.sizes import code_bound
+
+    from .errors import FitError
+
+    r = art.report
+    print(f"on {art.board}: weights {r['weights_bytes']:,} B, arena {r['arena_bytes']:,} B, "
+          f"code at most {code_bound(r, mode):,} B (estimate, {mode})")
+    with tempfile.TemporaryDirectory(prefix="kiln-info-") as tmp:
+        try:
+            project = create_project(art, board=board,
+                                     out_dir=os.path.join(tmp, "project"), mode=mode)
+        except FitError as e:
+            print(f"does not fit: {terminal(str(e).split(': ', 1)[-1])}")
+            return
+    print(project.fit.line())
 
 
 def _memory_line(art) -> str:
@@ -275,6 +308,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
 
     p = sub.add_parser("info", help="ops, shapes, MACs, weight bytes, arena estimate")
     p.add_argument("model")
+    p.add_argument("--board", default="host",
+                   help="the board compiled for: its kernels, weights and arena, and whether "
+                        "the firmware fits it (the verdict `kiln project create` reaches)")
+    p.add_argument("--mode", choices=("standalone", "host-driven"), default="standalone",
+                   help="the firmware the fit verdict is for (default standalone)")
     add_optimize_argument(p)
     p.add_argument("--memory-plot", metavar="OUT.svg",
                    help="draw the arena over time (buffers as boxes) to an SVG file")

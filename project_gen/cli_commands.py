@@ -74,7 +74,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune); default heuristic "
                         "for layers without one")
+    c.add_argument("--calibration", action="append", metavar="X.npy|DIR",
+                   help="quantize a float model first, as `kiln compile --calibration` "
+                        "(once per model input)")
     add_optimize_argument(c)
+    from kiln.compiler.quantize.cli import add_quantize_options
+
+    add_quantize_options(c)
     c.set_defaults(handler=cmd_project_create)
     b = psub.add_parser("build", help="build a project with make and report its size")
     b.add_argument("dir", help="the project directory")
@@ -182,18 +188,38 @@ def _print_size(project: Project, report: SizeReport) -> None:
         print("  " + line)
 
 
+def _model_for_create(args: argparse.Namespace):
+    """The model file as given, or with --calibration the compiled Artifact of the model
+    quantized as `kiln compile --calibration` quantizes it."""
+    if not args.calibration:
+        return args.model, {"tuning_records": args.tuning_records, "optimize": args.optimize}
+    from kiln.compiler import compile as kiln_compile, load
+    from kiln.compiler.quantize.cli import quantize_for_compile
+
+    from .boards import get_board
+
+    graph = quantize_for_compile(load(args.model), args)
+    art = kiln_compile(graph, board=get_board(args.board), tuning_records=args.tuning_records,
+                       optimize=args.optimize)
+    return art, {}
+
+
 def cmd_project_create(args: argparse.Namespace) -> int:
     inputs = _load_inputs(args.input)
-    project = create_project(args.model, board=args.board, out_dir=args.output_dir,
+    model, compile_options = _model_for_create(args)
+    project = create_project(model, board=args.board, out_dir=args.output_dir,
                              mode=args.mode, inputs=inputs, force=args.force,
                              inputs_origin=", ".join(args.input) if args.input else None,
-                             tuning_records=args.tuning_records, optimize=args.optimize,
-                             protect=args.input or ())
+                             protect=[args.model, *(args.input or ()), *(args.calibration or ()),
+                                      *([args.tuning_records] if args.tuning_records else [])],
+                             **compile_options)
     for note in (tuning_note(project.manifest), flash_fit_note(project.manifest)):
         if note:
             print(note)
     if project.replacement is not None:
         print(project.replacement.summary(project.path))
+    if project.fit is not None:
+        print(project.fit.line())
     print(f"created {project.path} ({project.mode}, {project.board.name}); "
           f"build it with `kiln project build {project.path}` or `make -C {project.path}`")
     return 0

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from kiln.compiler.artifact import MAX_MANIFEST_BYTES, report_problem
-from kiln.compiler.errors import BoardError, BuildError, InputError, KilnError
+from kiln.compiler.errors import BoardError, BuildError, FitError, InputError, KilnError
 from kiln.compiler.fsutil import (atomic_write_bytes, check_regular_file, file_lock,
                                   read_regular_file, same_file)
 from kiln.compiler.outdir import (LOCK_FILE, entries, is_scratch, output_dir,
@@ -44,7 +44,8 @@ from kiln.compiler.inputs import DEFAULT_SEED, TensorSpec, random_inputs, split_
 from kiln.compiler.limits import check_firmware_limits
 from .qemu import ICOUNT_SHIFT, run_elf, ticks_to_instructions
 from .render import model_name
-from .sizes import SizeReport, check_fits, linker_overflows, overflow_error, size_report
+from .sizes import (SizeReport, check_fits, check_link_fits, linker_overflows, overflow_error,
+                    size_report)
 from .toolchain import MAKE, compiler_for, find_tool
 
 MODES = ("standalone", "host-driven")
@@ -106,6 +107,8 @@ class Project:
     manifest: dict[str, Any]
     # Set by create_project(force=True) over an earlier project: what it replaced.
     replacement: Replacement | None = field(default=None, repr=False)
+    # Set by create_project: the fit verdict it reached (kiln.project_gen.sizes.FitVerdict).
+    fit: Any = field(default=None, repr=False, compare=False)
     _lock_depth: int = field(default=0, init=False, repr=False, compare=False)
 
     @classmethod
@@ -659,7 +662,11 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
             inputs, inputs_origin = random_inputs(specs), f"random, seed {DEFAULT_SEED}"
         samples = split_samples(inputs, specs)
     check_firmware_limits(report, mode, board)     # I/O counts, layers, arena: before any build
-    _check_fits(report, board, samples)
+    try:
+        _check_fits(report, board, samples)
+        too_large = None
+    except FitError as e:        # by at least N bytes: a link below says exactly how many
+        too_large = e
 
     build_id = _build_id(art.files, board, mode)
     files: dict[str, str | bytes | Path] = dict(_crt_files(board, rpc))   # or a file to copy
@@ -698,6 +705,11 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
         for rel, content in files.items():
             _write_file(folder / rel, content)
 
+    # The verdict the build will reach (sizes.check_link_fits: a link when the estimate
+    # may not fit): refuse now, with the linker's figure, a project that cannot link.
+    fit = check_link_fits(name, report, board, mode,
+                          sum(x.nbytes for s in samples or [] for x in s), len(samples or []),
+                          write, too_large)
     replacement = None
     if not entries(where):
         write_dir(where, write)
@@ -719,7 +731,9 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
             replacement, keep = _plan_replacement(where, previous,
                                                   {*kiln_files, MANIFEST}, protected)
             write_dir(where, write, keep)
-    return Project(out_dir, board, manifest, replacement)
+    project = Project(out_dir, board, manifest, replacement)
+    project.fit = fit
+    return project
 
 
 def _write_file(path: Path, content: str | bytes | Path) -> None:
