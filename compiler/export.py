@@ -42,6 +42,10 @@ def check_prefix(prefix: str | None) -> str | None:
     if prefix.endswith("_") or "__" in prefix:
         raise InputError(f"--prefix {prefix!r}: no '__' and no trailing '_' (names would hold "
                          f"'__', reserved in C++), e.g. --prefix kws")
+    stem = next((k for k in kernel_files() if Path(k).stem.lower() == prefix.lower()), None)
+    if stem is not None:
+        raise InputError(f"--prefix {prefix!r} is the name of a kiln kernel file ({stem}): "
+                         f"P.h and P.c would clash with it; choose another, e.g. --prefix kws")
     if prefix.lower().startswith("kiln"):
         raise InputError(f"--prefix {prefix!r}: kiln_ and KILN_ names are kiln's runtime's; "
                          f"choose another, e.g. --prefix kws (or none for kiln_run)")
