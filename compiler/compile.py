@@ -30,19 +30,15 @@ def board_name(board) -> str:
     return name
 
 
-def check_board(board: str) -> None:
-    _board_spec(board)      # BoardError: unknown, or its file fails the board schema
-
-
 # Flash a firmware needs besides the weights (kiln's runtime, kernels, RPC server, startup:
 # 14-18 KB for the MLPerf models on Cortex-M4), kept free when choosing variants to fit.
 CODE_RESERVE_BYTES = 32 * 1024
 
 
-def _board_spec(board: str):
-    """The validated Board named `board` (kiln.project_gen.boards: the one reader of board
-    files, so the compiler sees the same typed values as the firmware; a name is looked
-    up among the board files, never joined into a path)."""
+def _board_spec(board):
+    """The validated Board `board` names (kiln.project_gen.boards.get_board, the one reader
+    of board files, so the compiler sees the same typed values as the firmware): a name,
+    looked up, never joined into a path; a board file's path; or a Board."""
     from kiln.project_gen.boards import get_board   # a later stage: imported when used
     return get_board(board)
 

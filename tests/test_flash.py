@@ -211,3 +211,60 @@ def test_profile_flash_command_flashes_before_connecting(tmp_path, probe, capsys
     elf = Path(rec["args"][0])
     assert elf.name == "firmware.elf" and rec["args"][1] == "socket://127.0.0.1:9"
     assert rec["files"][str(elf)] == sha(elf) and "myst" in str(elf)
+
+
+FAKE_PROBE = """\
+#!/bin/sh
+# Stands in for a probe: "flashes" $1 (the ELF) by booting it in QEMU with its UART on
+# the TCP port of $2 (socket://127.0.0.1:PORT), where kiln then finds the board.
+P=$(echo "$2" | sed 's/.*://')
+kill $(cat "{dir}/$P.pid" 2>/dev/null) 2>/dev/null
+echo "$1" >> "{dir}/flashed.txt"
+qemu-system-arm -M mps2-an386 -nographic -monitor none \\
+    -serial tcp:127.0.0.1:$P,server=on,wait=off -icount shift=6 \\
+    -kernel "$1" >/dev/null 2>&1 &
+echo $! > "{dir}/$P.pid"
+"""
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_run_flash_with_the_board_files_command_then_talks_to_the_board(tmp_path, capsys):
+    """A real-board file (mps2-an386's facts, runs_on = "board") whose flash command is a
+    script that boots the ELF in QEMU with its UART on a TCP port: `kiln run MODEL --board
+    FILE --port socket://... --flash` flashes the cached host-driven firmware, reaches it
+    over a real serial stack, and gets the outputs kiln's own mps2-an386 gives."""
+    import socket
+    import subprocess
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    script = tmp_path / "fake_probe.sh"
+    script.write_text(FAKE_PROBE.replace("{dir}", str(tmp_path)))
+    script.chmod(0o755)
+    text = (Path(get_board("mps2-an386").source)).read_text()
+    text = text.replace('name = "mps2-an386"', 'name = "fake-board"').replace(
+        'runs_on = "qemu"', 'runs_on = "board"').replace('qemu = { machine = "mps2-an386" }', "")
+    board = tmp_path / "fake.toml"
+    board.write_text(text + f'flashing = {{ command = "{script} {{elf}} {{port}}" }}\n')
+    assert get_board(str(board)).flashing.command.endswith("{elf} {port}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = f"socket://127.0.0.1:{s.getsockname()[1]}"
+    try:
+        rc = main(["run", str(DIGITS), "--board", str(board), "--port", port, "--flash",
+                   "--output", str(tmp_path / "out.npz")])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+    finally:
+        for pid in tmp_path.glob("*.pid"):
+            subprocess.run(["kill", pid.read_text().strip()], capture_output=True)
+    assert "onto fake-board with" in out and "per inference on fake-board at" in out
+    (elf,) = (tmp_path / "flashed.txt").read_text().split()
+    assert Path(elf).name == "firmware.elf" and "fake-board" in elf
+    assert main(["run", str(DIGITS), "--board", "mps2-an386",
+                 "--output", str(tmp_path / "ref.npz")]) == 0
+    import numpy as np
+    assert np.array_equal(np.load(tmp_path / "out.npz")["output_0"],
+                          np.load(tmp_path / "ref.npz")["output_0"])
