@@ -135,8 +135,9 @@ def doc_block(heading: str, lang: str, a: str, b: str) -> str:
     text = DOC.read_text()
     section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     block = section.split(f"```{lang}\n", 1)[1].split("```", 1)[0]
-    names = {"kws": a, "ad": b}
-    return re.sub(r"(?<![A-Za-z0-9_])(kws|ad)(?![A-Za-z0-9])", lambda m: names[m[1]], block)
+    names = {"kws": a, "ad": b, "KWS": a.upper(), "AD": b.upper()}
+    return re.sub(r"(?<![A-Za-z0-9_])(kws|ad|KWS|AD)(?![A-Za-z0-9])", lambda m: names[m[1]],
+                  block)
 
 
 class Pair:
@@ -218,11 +219,29 @@ def _pair(tmp_path: Path, kind: str, board: str) -> Pair:
 
 
 def _kind_params():
-    return [pytest.param("digits", id="digits-x2"),
+    return [pytest.param("digits", id="digits-x2", marks=pytest.mark.slow),
             pytest.param("mlperf", id="kws+ad", marks=pytest.mark.slow)]
 
 
 # --- host --------------------------------------------------------------------------------
+
+def test_prefixed_objects_define_prefixed_symbols_only(tmp_path):
+    """Fast tier: the same model twice, under two prefixes, compiled and linked together
+    without the kernels: the objects define P_* globals only, so nothing clashes but the
+    kernels they both call (left undefined here)."""
+    require_tool("gcc")
+    require_tool("nm")
+    art = compile(load(REPO / "examples/digits/digits_int8.tflite"))
+    objects = {}
+    for prefix in ("one", "two"):
+        folder = tmp_path / prefix
+        art.save(folder, prefix=prefix)
+        objects[prefix] = tmp_path / f"{prefix}.o"
+        _run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-I", folder,
+              "-I", folder / "kernels", "-c", folder / f"{prefix}.c", "-o", objects[prefix]])
+        names = _globals("nm", objects[prefix])
+        assert names == {f"{prefix}_run", f"{prefix}_run_layer", f"{prefix}_layer_names"}
+    _run(["ld", "-r", *objects.values(), "-o", tmp_path / "both.o"])    # no duplicate symbol
 
 @pytest.mark.parametrize("kind", _kind_params())
 def test_two_models_in_one_cpp_program_host(tmp_path, kind):
@@ -235,6 +254,14 @@ def test_two_models_in_one_cpp_program_host(tmp_path, kind):
     libs = sorted(p.name for p in build.rglob("*.a"))
     assert libs.count("libkiln_kernels.a") == 1, libs
     _check_symbols(pair, "nm", {p: next(build.rglob(f"lib{p}.a")) for p in pair.names}, exe)
+
+    # the doc's C snippet compiles as C and as C++ against the first model's header
+    a = pair.names[0]
+    (pair.app / "classify.c").write_text(doc_block("The interface, from C or C++", "c", a, a))
+    for cc, std in (("gcc", "-std=c99"), ("g++", "-std=c++11")):
+        _run([cc, std, "-Wall", "-Wextra", "-Werror", "-I", pair.app / "models" / a, "-c",
+              "-x", "c" if cc == "gcc" else "c++", pair.app / "classify.c", "-o",
+              tmp_path / "classify.o"])
 
     # the Make fragments: the kernels compiled once, outputs the same
     _run(["make", "-C", pair.app, "CC=gcc", "CXX=g++", "CFLAGS=-O2", "CXXFLAGS=-O2"])
@@ -318,3 +345,19 @@ def test_two_models_firmware_on_qemu_bit_exact(tmp_path):
     run = run_elf(get_board("mps2-an386"), elf, timeout=300)
     assert run.exit_code == 0, run.stdout + run.stderr
     pair.check_printed(run.stdout)
+
+
+@pytest.mark.slow
+def test_folder_builds_on_its_own(tmp_path):
+    """`cmake -S DIR`: the host folder with the host's compiler; a board's folder cross,
+    with the board's CPU flags (the only place they are used)."""
+    for tool in ("cmake", "arm-none-eabi-gcc", "arm-none-eabi-readelf"):
+        require_tool(tool)
+    model = REPO / "examples/digits/digits_int8.tflite"
+    for board in ("host", "mps2-an386"):
+        folder = tmp_path / board
+        compile(load(model), board=board).save(folder, prefix="digits")
+        _run(["cmake", "-S", folder, "-B", tmp_path / f"build-{board}"])
+        _run(["cmake", "--build", tmp_path / f"build-{board}", "-j", "2"])
+    attrs = _run(["arm-none-eabi-readelf", "-A", tmp_path / "build-mps2-an386/libdigits.a"])
+    assert "Tag_CPU_name: \"7E-M\"" in attrs and "Tag_ABI_VFP_args: VFP registers" in attrs
