@@ -1,0 +1,141 @@
+"""`kiln info --board`, `kiln project create` and the linker reach the same fit verdict
+(issue 15): fits ↔ links; does not fit ↔ the linker overflows the same regions by the
+same bytes (exact: when the code bound may not fit, create links the firmware).
+
+The full matrix (every board × the four MLPerf models × both modes) is
+benchmarks/fit_check.py; here a representative subset: the issue's VWW × lm3s6965evb in
+both modes, a RAM overflow (IC × microbit), a comfortable fit decided by the estimate
+alone (KWS × lm3s6965evb) and a tight one (VWW × mps3-an547, 14 KB to spare).
+"""
+
+from __future__ import annotations
+
+import re
+from unittest import mock
+
+import pytest
+
+from conftest import model_path, require_tool, run_kiln
+from kiln.compiler import compile, load
+from kiln.compiler.errors import FitError
+from kiln.project_gen import create_project
+from kiln.project_gen import project as project_module
+from kiln.project_gen.boards import get_board
+from kiln.project_gen.sizes import (FitVerdict, RegionUse, check_link_fits, code_bound,
+                                    estimate_fit)
+
+
+def _overflows(message: str) -> dict[str, int]:
+    return {r: int(n.replace(",", ""))
+            for r, n in re.findall(r"(\w+) overflows by ([\d,]+) bytes", message)}
+
+
+def _linker_verdict(art, board, mode, folder):
+    """The linker's own verdict: the same firmware rendered with the pre-build checks
+    off, then built. ({} when it links, else {region: bytes over}; the build's size)."""
+    with mock.patch.object(project_module, "check_link_fits", lambda *a, **k: None), \
+            mock.patch.object(project_module, "check_fits", lambda *a, **k: None):
+        p = create_project(art, board=board, out_dir=folder, mode=mode)
+    try:
+        return {}, p.build()
+    except FitError as e:
+        return _overflows(str(e)), None
+
+
+CASES = [  # (model, board, mode, what the linker says)
+    ("vww_96_int8", "lm3s6965evb", "host-driven", "FLASH"),
+    ("vww_96_int8", "lm3s6965evb", "standalone", "FLASH"),
+    ("pretrainedResnet_quant", "microbit", "standalone", "RAM"),
+    ("kws_ref_model", "lm3s6965evb", "standalone", "fits"),
+    ("vww_96_int8", "mps3-an547", "standalone", "fits"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.parametrize("stem,board,mode,expected", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_create_agrees_with_the_linker(tmp_path, stem, board, mode, expected):
+    require_tool("arm-none-eabi-gcc")
+    art = compile(load(model_path(stem)), board=board)
+    try:
+        project = create_project(art, board=board, out_dir=tmp_path / "create", mode=mode)
+        said = {}
+    except FitError as e:
+        said, project = _overflows(str(e)), None
+        assert not (tmp_path / "create").exists()
+    linked, size = _linker_verdict(art, board, mode, tmp_path / "build")
+    assert said == linked
+    assert (list(linked) or ["fits"]) == [expected] or expected in linked
+    if project is not None:                 # a fit: the verdict's flash is an upper bound
+        fit = project.fit
+        assert fit.fits and size.flash.used <= fit.flash.used <= fit.flash.size
+        assert size.ram.used <= fit.ram.used <= fit.ram.size
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+def test_info_board_prints_the_linkers_verdict(capsys, tmp_path):
+    """The issue's case: VWW host-driven on lm3s6965evb, "created" then "FLASH overflows
+    by 1,904 bytes" at build. kiln info --board says what the linker says, and the board's
+    own weights (int8 generic kernels here, after the flash fit)."""
+    require_tool("arm-none-eabi-gcc")
+    vww = model_path("vww_96_int8")
+    code, out, _ = run_kiln(capsys, "info", vww, "--board", "lm3s6965evb",
+                            "--mode", "host-driven")
+    assert code == 0
+    art = compile(load(vww), board="lm3s6965evb")
+    linked, _ = _linker_verdict(art, get_board("lm3s6965evb"), "host-driven", tmp_path / "b")
+    assert list(linked) == ["FLASH"]
+    assert f"does not fit: FLASH overflows by {linked['FLASH']:,} bytes" in out
+    assert f"weights {art.report['weights_bytes']:,} B" in out
+    assert f"code at most {code_bound(art.report, 'host-driven'):,} B" in out
+    code, _, err = run_kiln(capsys, "project", "create", vww, "--board", "lm3s6965evb",
+                            "--mode", "host-driven", "-o", tmp_path / "p")
+    assert code == 2 and f"FLASH overflows by {linked['FLASH']:,} bytes" in err
+    assert not (tmp_path / "p").exists()
+
+
+def test_info_board_gives_the_targets_weights(capsys):
+    """KWS's weights on the M4 (SIMD kernels keep int16 filters) are not the host's."""
+    kws = model_path("kws_ref_model")
+    _, host, _ = run_kiln(capsys, "info", kws)
+    _, m4, _ = run_kiln(capsys, "info", kws, "--board", "mps2-an386")
+    assert "weights 30,096 B" in host and "weights 54,464 B" in m4
+    assert "kiln_conv2d_gemm_oc4_s8" in m4 and "kiln_conv2d_gemm_oc4_s8" not in host
+    assert re.search(r"fits: flash at most [\d,]+ of 4,194,304, RAM [\d,]+ of 4,194,304", m4)
+
+
+def test_estimate_is_an_upper_bound_of_a_measured_build():
+    """KWS standalone on mps2-an386 measured 17,068 B of code, 54,464 B of weights, 490 B
+    of inputs, 13,064 B of RAM (benchmarks/fit_check.py): the estimate is above each."""
+    art = compile(load(model_path("kws_ref_model")), board="mps2-an386")
+    v = estimate_fit(art.report, get_board("mps2-an386"), "standalone", inputs_bytes=490)
+    assert code_bound(art.report, "standalone") >= 17_068
+    assert v.flash.used >= 17_068 + 54_464 + 490 and v.ram.used >= 13_064
+    assert v.fits and not v.linked and v.line().startswith("fits: flash at most ")
+
+
+def test_without_a_toolchain_the_lower_bound_error_stands(monkeypatch):
+    """No arm-none-eabi-gcc: no link to make; check_fits's "at least" error is raised as
+    is, and a firmware the estimate cannot place gets the estimate (the build needs the
+    toolchain anyway)."""
+    from kiln.project_gen import toolchain
+
+    monkeypatch.setattr(toolchain, "have_tool", lambda name: False)
+    board = get_board("lm3s6965evb")
+    report = {"weights_bytes": 250_000, "arena_bytes": 1_000, "ops": [{"kernel": "k"}] * 10}
+    never = lambda folder: pytest.fail("no link without a toolchain")   # noqa: E731
+    lower = FitError("m does not fit lm3s6965evb: FLASH overflows by at least 1 bytes")
+    with pytest.raises(FitError, match="at least"):
+        check_link_fits("m", report, board, "standalone", 0, 0, never, lower)
+    verdict = check_link_fits("m", report, board, "standalone", 0, 0, never)
+    assert verdict is not None and not verdict.linked and verdict.flash.used > 262_144
+
+
+def test_verdict_lines():
+    flash, ram = RegionUse("FLASH", 1_000, 2_000), RegionUse("RAM", 10, 20)
+    assert FitVerdict("b", "standalone", flash, ram, {}, True).line() == \
+        "fits: flash 1,000 of 2,000, RAM 10 of 20 (linked)"
+    over = FitVerdict("b", "standalone", flash, ram, {"FLASH": 1_904}, True)
+    assert not over.fits and over.line() == "does not fit: FLASH overflows by 1,904 bytes"
