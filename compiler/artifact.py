@@ -129,6 +129,13 @@ class Artifact:
     board_spec: object = field(default=None, repr=False, compare=False)
     _lib: object = field(default=None, repr=False)
 
+    def __repr__(self) -> str:
+        """One line (the C sources and the report stay in `files` and `report`)."""
+        r = self.report
+        return (f"Artifact(model={self.graph.name!r}, board={self.board!r}, "
+                f"layers={len(r.get('ops', []))}, weights_bytes={r.get('weights_bytes')}, "
+                f"arena_bytes={r.get('arena_bytes')}, files={sorted(self.files)})")
+
     # --- saving --------------------------------------------------------------------
     def sources(self, prefix: str | None = None) -> dict[str, str]:
         """The model's C: model.h, model.c, weights.h, weights.c as in `files`; with a

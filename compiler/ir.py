@@ -112,6 +112,11 @@ class Graph:
     sha256: str = ""
     description: str = ""
 
+    def __repr__(self) -> str:
+        """One line: the tensors and ops are in `tensors` and `ops`."""
+        return (f"Graph(name={self.name!r}, ops={len(self.ops)}, tensors={len(self.tensors)}, "
+                f"inputs={self.inputs}, outputs={self.outputs}, sha256={self.sha256[:16]!r})")
+
     def tensor(self, tid: int) -> Tensor:
         return self.tensors[tid]
 

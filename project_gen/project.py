@@ -111,6 +111,11 @@ class Project:
     fit: Any = field(default=None, repr=False, compare=False)
     _lock_depth: int = field(default=0, init=False, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        """One line: the whole kiln.json is in `manifest`."""
+        return (f"Project(path={str(self.path)!r}, board={self.board.name!r}, "
+                f"mode={self.mode!r}, model={self.model_name!r})")
+
     @classmethod
     def open(cls, path: str | Path) -> "Project":
         """The project in `path`. Raises KilnError when `path` does not exist, holds no
