@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, KilnError
-from .export import check_prefix, library_files
+from .export import KERNELS_DIR, check_prefix, library_files
 from .fsutil import read_regular_file
 from .inputs import TensorSpec, split_samples
 from .ir import DTYPES, Graph
@@ -115,6 +115,11 @@ def report_problem(doc: dict) -> str | None:
     return None
 
 
+def _in_project(out: Path) -> bool:
+    """Whether `out` (from output_dir) is a firmware project's model/ folder."""
+    return out.name == "model" and manifest_kind(out.parent / MANIFEST) == "project"
+
+
 @dataclass
 class Artifact:
     graph: Graph
@@ -166,6 +171,18 @@ class Artifact:
         files.update(library_files(sources, prefix, self.graph.name, KILN_VERSION, cpu_flags))
         return files
 
+    def output_files(self, out_dir: str | Path, prefix: str | None = None
+                     ) -> dict[str, str | bytes]:
+        """What save(out_dir, prefix=prefix) writes, by relative path: the library folder
+        (library(prefix)), or, into a firmware project's model/ folder, which builds
+        its own crt/kernels and includes model.h, only the model's files (`files`)."""
+        if _in_project(output_dir(out_dir)):
+            if prefix is not None:
+                raise KilnError(f"{out_dir} is a firmware project's model folder, whose "
+                                f"project includes model.h: compile it without --prefix")
+            return dict(self.files)
+        return self.library(prefix)
+
     def save(self, out_dir: str | Path, force: bool = False, prefix: str | None = None) -> Path:
         """Write the library folder (library(prefix): the sources, kiln.json, the kernels
         and build files) to `out_dir`, as a whole (kiln.compiler.outdir): an interrupted
@@ -176,11 +193,19 @@ class Artifact:
         unless `force`, and a firmware project's directory even with `force` (its
         kiln.json is the project's manifest). Files other than the ones written stay.
         """
-        files = self.library(prefix)
         out = output_dir(out_dir)
+        in_project = _in_project(out)
+        files = self.output_files(out_dir, prefix)
         names = entries(out)
         if names:
             kind = manifest_kind(out / MANIFEST)
+            theirs = sorted(set(names) & {"CMakeLists.txt", KERNELS_DIR, *files}
+                            - {*SOURCE_FILES, MANIFEST})
+            if kind != "compile" and kind != "project" and theirs and not in_project:
+                raise KilnError(f"{out_dir} holds {', '.join(theirs)}, not written by kiln "
+                                f"(no kiln.json of an earlier compile); kiln's library folder "
+                                f"would replace it, so even --force does not: compile into a "
+                                f"folder of its own, e.g. {Path(out_dir) / 'kiln_model'}")
             if kind == "project":
                 raise KilnError(f"{out_dir} is a kiln firmware project; compiling into it would "
                                 f"break it, even with --force: to replace its model C, "

@@ -361,3 +361,42 @@ def test_folder_builds_on_its_own(tmp_path):
         _run(["cmake", "--build", tmp_path / f"build-{board}", "-j", "2"])
     attrs = _run(["arm-none-eabi-readelf", "-A", tmp_path / "build-mps2-an386/libdigits.a"])
     assert "Tag_CPU_name: \"7E-M\"" in attrs and "Tag_ABI_VFP_args: VFP registers" in attrs
+
+
+# --- where the folder goes ---------------------------------------------------------------
+
+def test_force_never_replaces_a_users_build_files(tmp_path, capsys):
+    """--force into a folder kiln did not write replaces model.c & co as before, but not
+    a CMakeLists.txt, kernels/ or Make fragment of the user's (new names since the
+    library export: a script passing --force must not start losing them)."""
+    digits = REPO / "examples/digits/digits_int8.tflite"
+    for mine in ("CMakeLists.txt", "kernels", "kws.mk"):
+        d = tmp_path / mine.replace(".", "_")
+        d.mkdir()
+        (d / "main.c").write_text("mine\n")
+        if mine == "kernels":
+            (d / mine).mkdir()
+            (d / mine / "fft.c").write_text("mine\n")
+        else:
+            (d / mine).write_text("mine\n")
+        code, _, err = run_kiln(capsys, "compile", digits, "-o", d, "--force", "--prefix", "kws")
+        assert code == 2 and mine in one_error(err) and "folder of its own" in err
+        assert sorted(p.name for p in d.iterdir()) == sorted(["main.c", mine])
+    d = tmp_path / "plain"                       # a folder without them: --force as before
+    d.mkdir()
+    (d / "main.c").write_text("mine\n")
+    assert run_kiln(capsys, "compile", digits, "-o", d, "--force", "--prefix", "kws")[0] == 0
+    assert (d / "main.c").read_text() == "mine\n" and (d / "kws.mk").is_file()
+
+
+def test_a_projects_model_folder_gets_the_model_files_only(tmp_path, capsys):
+    digits = REPO / "examples/digits/digits_int8.tflite"
+    pk = tmp_path / "pk"
+    assert run_kiln(capsys, "project", "create", digits, "--board", "host", "-o", pk)[0] == 0
+    code, out, _ = run_kiln(capsys, "compile", digits, "-o", pk / "model", "--force")
+    assert code == 0 and "kernels/" not in out
+    assert sorted(p.name for p in (pk / "model").iterdir()) == \
+        ["kiln.json", "model.c", "model.h", "weights.c", "weights.h"]
+    code, _, err = run_kiln(capsys, "compile", digits, "-o", pk / "model", "--force",
+                            "--prefix", "kws")
+    assert code == 2 and "without --prefix" in one_error(err)
