@@ -400,3 +400,16 @@ def test_a_projects_model_folder_gets_the_model_files_only(tmp_path, capsys):
     code, _, err = run_kiln(capsys, "compile", digits, "-o", pk / "model", "--force",
                             "--prefix", "kws")
     assert code == 2 and "without --prefix" in one_error(err)
+
+
+def test_a_hostile_model_name_stays_in_comments():
+    art = compile(load(REPO / "examples/digits/digits_int8.tflite"))
+    art.graph.name = "x\nmessage(FATAL_ERROR pwned)\r\n$(shell touch pwned) */ int pwned;"
+    files = art.library("kws")
+    for name in ("CMakeLists.txt", "kws.mk"):
+        hits = [ln for ln in files[name].splitlines() if "pwned" in ln]
+        assert hits and all(ln.startswith("#") for ln in hits), (name, hits)
+    for name in ("kws.c", "kws.h"):
+        hits = [ln for ln in files[name].splitlines() if "pwned" in ln]
+        assert hits and all(ln.startswith(("/* ", '#define KWS_MODEL_NAME "')) for ln in hits)
+        assert not any("*/ int pwned" in ln for ln in hits if ln.startswith("/*")), hits
