@@ -139,3 +139,26 @@ def test_verdict_lines():
         "fits: flash 1,000 of 2,000, RAM 10 of 20 (linked)"
     over = FitVerdict("b", "standalone", flash, ram, {"FLASH": 1_904}, True)
     assert not over.fits and over.line() == "does not fit: FLASH overflows by 1,904 bytes"
+
+
+def test_project_create_calibration_quantizes_as_compile_does(tmp_path, capsys):
+    """`project create --calibration` compiles the model `kiln compile --calibration`
+    compiles (same options): the project's model/ holds the same C."""
+    from conftest import models_root
+
+    digits = models_root() / "digits"
+    float_model, calib = digits / "digits_cnn_float.tflite", digits / "digits_calib_x.npy"
+    if not float_model.exists():
+        pytest.skip(f"{float_model} not found")
+    code, _, err = run_kiln(capsys, "project", "create", float_model, "--board", "host",
+                            "-o", tmp_path / "nocal")
+    assert code == 2 and "project create" in err and "--calibration" in err
+    args = ["--calibration", calib, "--calibration-method", "percentile", "--io", "float"]
+    code, out, _ = run_kiln(capsys, "project", "create", float_model, "--board", "host",
+                            "-o", tmp_path / "p", *args)
+    assert code == 0 and "quantized digits_cnn_float" in out and "created" in out
+    assert run_kiln(capsys, "compile", float_model, "--board", "host", "-o", tmp_path / "c",
+                    *args)[0] == 0
+    for name in ("model.c", "weights.c", "model.h"):
+        assert (tmp_path / "p" / "model" / name).read_text() == \
+            (tmp_path / "c" / name).read_text(), name

@@ -53,7 +53,8 @@ def check_supported(graph: Graph) -> None:
         raise ModelError(
             f"{graph.name} computes in float ({', '.join(float_ops[:3])}"
             f"{', ...' if len(float_ops) > 3 else ''}); kiln compiles int8 models: quantize it "
-            "with calibration data (kiln compile MODEL --calibration X.npy, or kiln quantize)")
+            "with calibration data (--calibration X.npy on kiln compile, run, validate or "
+            "project create; or kiln quantize)")
     for text in float_ops:
         problems.setdefault((text.split()[-1], "float activations (quantize the model first)"),
                             []).append(int(text.split()[1]))
