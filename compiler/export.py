@@ -18,6 +18,7 @@ board's CPU flags only through plain_words (a board file's fields are schema-che
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -59,6 +60,15 @@ def kernel_files() -> dict[str, bytes]:
             for p in sorted(folder.iterdir()) if p.suffix in (".c", ".h") and p.is_file()}
 
 
+def kernels_id(kernels: dict[str, bytes]) -> str:
+    """A digest of the kernel files: models whose folders share kiln_kernels must have
+    been compiled with the same kernels (their parameter structs are the interface)."""
+    h = hashlib.sha256()
+    for name, data in sorted(kernels.items()):
+        h.update(name.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()[:16]
+
+
 def _names(prefix: str | None) -> tuple[str, str, str]:
     """(library target, Make variable stem, fragment file) of a model's folder."""
     if prefix is None:
@@ -66,7 +76,7 @@ def _names(prefix: str | None) -> tuple[str, str, str]:
     return prefix, prefix, f"{prefix}.mk"
 
 
-def cmake_lists(target: str, sources: list[str], kernels: list[str], model_name: str,
+def cmake_lists(target: str, sources: list[str], kernels: list[str], kid: str, model_name: str,
                 version: str, cpu_flags: list[str] | None) -> str:
     top = "KILN_TOP_LEVEL_" + target.upper()
     cross = ""
@@ -116,6 +126,14 @@ if(NOT TARGET {KERNELS_TARGET})
     if({top})
         target_compile_options({KERNELS_TARGET} PRIVATE ${{{target.upper()}_CPU_FLAGS}})
     endif()
+    set_property(TARGET {KERNELS_TARGET} PROPERTY KILN_KERNELS_ID {kid})
+else()
+    get_property(_kiln_kernels_id TARGET {KERNELS_TARGET} PROPERTY KILN_KERNELS_ID)
+    if(NOT _kiln_kernels_id STREQUAL "{kid}")
+        message(FATAL_ERROR "kiln model {target} was compiled with other kernels than the "
+                            "kiln model added first ({KERNELS_TARGET} ${{_kiln_kernels_id}}, "
+                            "{target} {kid}): compile all models with the same kiln")
+    endif()
 endif()
 
 add_library({target} STATIC {" ".join(sources)})
@@ -128,7 +146,7 @@ endif()
 """
 
 
-def make_fragment(stem: str, fragment: str, sources: list[str], kernels: list[str],
+def make_fragment(stem: str, fragment: str, sources: list[str], kernels: list[str], kid: str,
                   model_name: str, version: str, cpu_flags: list[str] | None) -> str:
     kernel_sources = " \\\n    ".join(f"$(KILN_KERNELS_DIR)/{Path(k).name}" for k in kernels)
     board = (f"# The board's CPU flags, for your CFLAGS if your build has none yet:\n"
@@ -149,6 +167,10 @@ def make_fragment(stem: str, fragment: str, sources: list[str], kernels: list[st
 {stem}_SRCS := {" ".join(f"$({stem}_DIR)/{s}" for s in sources)}
 KILN_KERNELS_DIR ?= $({stem}_DIR)/{KERNELS_DIR}
 KILN_KERNELS_SRCS ?= {kernel_sources}
+KILN_KERNELS_ID ?= {kid}
+ifneq ($(KILN_KERNELS_ID),{kid})
+$(error kiln model {stem} was compiled with other kernels than the kiln model included first ($(KILN_KERNELS_ID), {stem} {kid}): compile all models with the same kiln)
+endif
 {stem}_INCLUDES := $({stem}_DIR) $(KILN_KERNELS_DIR)
 {stem}_CFLAGS := $(addprefix -I,$({stem}_INCLUDES))
 {stem}_LDLIBS := -lm
@@ -164,9 +186,10 @@ def library_files(sources: dict[str, str], prefix: str | None, model_name: str, 
     kernels = kernel_files()
     c_sources = sorted(name for name in sources if name.endswith(".c"))
     kernel_sources = [k for k in kernels if k.endswith(".c")]
+    kid = kernels_id(kernels)
     files: dict[str, str | bytes] = dict(kernels)
-    files["CMakeLists.txt"] = cmake_lists(target, c_sources, kernel_sources, model_name,
+    files["CMakeLists.txt"] = cmake_lists(target, c_sources, kernel_sources, kid, model_name,
                                           version, cpu_flags)
-    files[fragment] = make_fragment(stem, fragment, c_sources, kernel_sources, model_name,
+    files[fragment] = make_fragment(stem, fragment, c_sources, kernel_sources, kid, model_name,
                                     version, cpu_flags)
     return files

@@ -413,3 +413,30 @@ def test_a_hostile_model_name_stays_in_comments():
         hits = [ln for ln in files[name].splitlines() if "pwned" in ln]
         assert hits and all(ln.startswith(("/* ", '#define KWS_MODEL_NAME "')) for ln in hits)
         assert not any("*/ int pwned" in ln for ln in hits if ln.startswith("/*")), hits
+
+
+def test_models_of_different_kernels_are_refused_by_cmake_and_make(tmp_path):
+    """Folders share the first one's kiln_kernels: one made by another kiln (other
+    kernels, other parameter structs) is an error at configure time, not wrong outputs."""
+    require_tool("cmake")
+    require_tool("make")
+    art = compile(load(REPO / "examples/digits/digits_int8.tflite"))
+    for prefix in ("one", "two"):
+        art.save(tmp_path / prefix, prefix=prefix)
+    for name in ("CMakeLists.txt", "two.mk"):       # "two" as another kiln would write it
+        f = tmp_path / "two" / name
+        f.write_text(re.sub(r"\b[0-9a-f]{16}\b", "0123456789abcdef", f.read_text()))
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.16)\nproject(app C)\n"
+        "add_subdirectory(one)\nadd_subdirectory(two)\n")
+    p = subprocess.run(["cmake", "-S", tmp_path, "-B", tmp_path / "build"], capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and "compile all models with the same kiln" in \
+        " ".join(p.stderr.split()), p.stderr
+    (tmp_path / "Makefile").write_text("include one/one.mk\ninclude two/two.mk\nall:\n\t@true\n")
+    p = subprocess.run(["make", "-C", tmp_path], capture_output=True, text=True)
+    assert p.returncode != 0 and "compile all models with the same kiln" in p.stderr, p.stderr
+    # the same kiln's folders: fine
+    art.save(tmp_path / "two", prefix="two")
+    _run(["make", "-C", tmp_path])
+    _run(["cmake", "-S", tmp_path, "-B", tmp_path / "build2"])
