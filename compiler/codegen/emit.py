@@ -134,7 +134,7 @@ def _inputs_overwritten(graph: Graph, plan: Plan) -> bool:
 def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, version: str,
             names: Names = DEFAULT_NAMES) -> str:
     m, f = names.macro, names.fn
-    guard = f"{m}_H" if names.prefixed else "KILN_MODEL_H"
+    guard = f"{m}_KILN_H" if names.prefixed else "KILN_MODEL_H"
     out = [f"/* {names.header} - entry points of the compiled model {c_comment(graph.name)}.",
            f" * {_VERSION_LINE.format(version=version)} */",
            f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
