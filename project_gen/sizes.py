@@ -255,8 +255,11 @@ def link_fit(write, board: Board, estimate: FitVerdict, timeout_s: float = 600.0
         write(folder)
         argv = [find_tool(MAKE), "-C", str(folder), f"-j{os.cpu_count() or 1}",
                 "build/firmware.elf"]
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=timeout_s)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None                   # no verdict: the build will say what it says
         if proc.returncode != 0:
             overflows = linker_overflows(proc.stdout + proc.stderr)
             if not overflows:
