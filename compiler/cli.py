@@ -88,8 +88,8 @@ def _print_fit(art, board, mode: str) -> None:
     from .errors import FitError
 
     r = art.report
-    print(f"on {art.board}: weights {r['weights_bytes']:,} B, arena {r['arena_bytes']:,} B, "
-          f"code at most {code_bound(r, mode):,} B (estimate, {mode})")
+    print(f"on {terminal(art.board)}: weights {r['weights_bytes']:,} B, "
+          f"arena {r['arena_bytes']:,} B, code at most {code_bound(r, mode):,} B (estimate, {mode})")
     with tempfile.TemporaryDirectory(prefix="kiln-info-") as tmp:
         try:
             project = create_project(art, board=board,
