@@ -1,4 +1,6 @@
-"""Flash and RAM use of a firmware: from its ELF after a build, or a lower bound before one.
+"""Flash and RAM use of a firmware: from its ELF after a build; before one, a lower bound
+(check_fits) and the verdict the build will reach (check_link_fits: upper bounds, and a
+link of the rendered firmware when they may not fit).
 
 Flash holds every allocated section placed in the FLASH region plus the load
 image of .data; RAM holds .data, .bss (which contains the arena) and the stack
@@ -282,7 +284,7 @@ def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_by
     upper bounds fit, else the linker's on the rendered firmware (`write(folder)`).
     Raises FitError with the linker's exact overflow, as the build would. `too_large`:
     check_fits's error (weights or arena alone too large), raised as is when no link can
-    be made. `inputs_bytes`: the baked sample inputs (`samples` of them). None on the
+    be made or the constants exceed twice the flash. `inputs_bytes`: the baked sample inputs (`samples` of them). None on the
     host board; the estimate when the cross toolchain is missing
     (the build needs it)."""
     from .toolchain import MAKE, compiler_for, have_tool
@@ -291,7 +293,10 @@ def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_by
         return None
     verdict = estimate_fit(report, board, mode, inputs_bytes)
     can_link = have_tool(compiler_for(board)) and have_tool(MAKE)
-    if not can_link and too_large is not None:
+    # Constants more than twice the flash: no link (compiling megabytes of weights.c
+    # for a count past the whole flash); "by at least N" says enough.
+    huge = int(report.get("weights_bytes", 0)) + inputs_bytes > 2 * board.flash.size
+    if too_large is not None and (huge or not can_link):
         raise too_large
     if not may_overflow(verdict) or not can_link:
         return verdict

@@ -162,3 +162,14 @@ def test_project_create_calibration_quantizes_as_compile_does(tmp_path, capsys):
     for name in ("model.c", "weights.c", "model.h"):
         assert (tmp_path / "p" / "model" / name).read_text() == \
             (tmp_path / "c" / name).read_text(), name
+
+
+def test_constants_past_twice_the_flash_are_refused_without_a_link():
+    """600 KB of weights on a 256 KB flash: check_fits's "by at least" stands; no
+    megabytes of weights.c compiled for a count past the whole flash."""
+    board = get_board("lm3s6965evb")
+    report = {"weights_bytes": 600_000, "arena_bytes": 1_000, "ops": [{"kernel": "k"}]}
+    never = lambda folder: pytest.fail("no link for constants past twice the flash")  # noqa: E731
+    lower = FitError("m does not fit lm3s6965evb: FLASH overflows by at least 337,856 bytes")
+    with pytest.raises(FitError, match="at least 337,856"):
+        check_link_fits("m", report, board, "standalone", 0, 0, never, lower)
