@@ -19,6 +19,7 @@ VWW, IC and AD), every one with the linker's exact bytes; largest code / bound 0
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -31,13 +32,11 @@ from kiln.compiler.errors import FitError
 from kiln.project_gen import create_project
 from kiln.project_gen import project as project_module
 from kiln.project_gen.boards import get_board, list_boards
-from kiln.project_gen.sizes import code_bound, linker_overflows
+from kiln.project_gen.sizes import code_bound
 
 
 def parse_error(message: str) -> dict[str, int]:
     """{region: N} from "REGION overflows by N bytes" parts of a FitError."""
-    import re
-
     return {r: int(n.replace(",", ""))
             for r, n in re.findall(r"(\w+) overflows by (?:at least )?([\d,]+) bytes", message)}
 
