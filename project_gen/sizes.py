@@ -266,6 +266,7 @@ def link_fit(write, board: Board, estimate: FitVerdict, timeout_s: float = 600.0
             overflows = linker_overflows(proc.stdout + proc.stderr)
             if not overflows:
                 return None
+
             def region(use: RegionUse, name: str) -> RegionUse:
                 over = overflows.get(name)
                 return use if over is None else RegionUse(use.region, use.size + over, use.size)
@@ -284,9 +285,9 @@ def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_by
     upper bounds fit, else the linker's on the rendered firmware (`write(folder)`).
     Raises FitError with the linker's exact overflow, as the build would. `too_large`:
     check_fits's error (weights or arena alone too large), raised as is when no link can
-    be made or the constants exceed twice the flash. `inputs_bytes`: the baked sample inputs (`samples` of them). None on the
-    host board; the estimate when the cross toolchain is missing
-    (the build needs it)."""
+    be made or the constants exceed twice the flash. `inputs_bytes`: the baked sample
+    inputs (`samples` of them). None on the host board; the estimate when the cross
+    toolchain is missing (the build needs it)."""
     from .toolchain import MAKE, compiler_for, have_tool
 
     if board.is_host:
