@@ -218,7 +218,7 @@ class FitVerdict:
         at_most = "" if self.linked else "at most "
         how = "linked" if self.linked else "estimated, code bounded"
         return (f"fits: flash {at_most}{self.flash.used:,} of {self.flash.size:,}, "
-                f"RAM {self.ram.used:,} of {self.ram.size:,} ({how})")
+                f"RAM {at_most}{self.ram.used:,} of {self.ram.size:,} ({how})")
 
 
 def estimate_fit(report: dict, board: Board, mode: str, inputs_bytes: int = 0) -> FitVerdict:

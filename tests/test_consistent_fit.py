@@ -103,7 +103,7 @@ def test_info_board_gives_the_targets_weights(capsys):
     _, m4, _ = run_kiln(capsys, "info", kws, "--board", "mps2-an386")
     assert "weights 30,096 B" in host and "weights 54,464 B" in m4
     assert "kiln_conv2d_gemm_oc4_s8" in m4 and "kiln_conv2d_gemm_oc4_s8" not in host
-    assert re.search(r"fits: flash at most [\d,]+ of 4,194,304, RAM [\d,]+ of 4,194,304", m4)
+    assert re.search(r"fits: flash at most [\d,]+ of 4,194,304, RAM at most [\d,]+ of 4,194,304", m4)
 
 
 def test_estimate_is_an_upper_bound_of_a_measured_build():
