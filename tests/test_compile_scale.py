@@ -16,10 +16,15 @@ from tflite_builder import chain_model
 LINEAR_RATIO_MAX = 8.0      # for 4x the size: linear ~4, n log n ~4.5, quadratic ~16
 
 
-def cpu_seconds(fn) -> float:
-    start = time.process_time()
-    fn()
-    return time.process_time() - start
+def cpu_seconds(fn, tries: int = 3) -> float:
+    """The least CPU time of `tries` calls: one call of a few tens of ms can pay for a GC
+    pass or a cold cache, which alone would make a ratio of two timings look quadratic."""
+    best = float("inf")
+    for _ in range(tries):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
 
 
 def chain_buffers(n: int) -> tuple[list[Buffer], list[Overlap]]:
@@ -52,8 +57,8 @@ def test_compile_time_is_linear_in_the_ops(tmp_path):
     for n in (1000, 2000, 4000):
         paths[n] = tmp_path / f"chain{n}.tflite"
         paths[n].write_bytes(chain_model(n))
-    t2000 = cpu_seconds(lambda: kc.compile(paths[2000], board="host"))
+    t2000 = cpu_seconds(lambda: kc.compile(paths[2000], board="host"), tries=1)
     assert t2000 < 60, f"a 2,000-op chain took {t2000:.1f} s of CPU to compile"
-    t1000 = cpu_seconds(lambda: kc.compile(paths[1000], board="host"))
-    t4000 = cpu_seconds(lambda: kc.compile(paths[4000], board="host"))
+    t1000 = cpu_seconds(lambda: kc.compile(paths[1000], board="host"), tries=2)
+    t4000 = cpu_seconds(lambda: kc.compile(paths[4000], board="host"), tries=1)
     assert t4000 / max(t1000, 1e-3) < LINEAR_RATIO_MAX, (t1000, t4000)
