@@ -12,6 +12,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Unary int8 -> int8 through a table: output[i] = table[input[i] + 128]. */
 typedef struct {
     const int8_t *table;       /* 256 entries, table[0] for input -128 */
@@ -42,5 +46,9 @@ typedef struct {
 kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_ACTIVATION_H */

@@ -43,6 +43,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Parameters of CONV_2D, DEPTHWISE_CONV_2D and TRANSPOSE_CONV. */
 typedef struct {
     kiln_tile_t stride;             /* >= 1 */
@@ -327,5 +331,9 @@ kiln_status_t kiln_fully_connected_rows8_s8(const kiln_context_t *ctx,
                                             const kiln_dims_t *output_dims, int8_t *output);
 
 int32_t kiln_fully_connected_rows8_s8_get_buffer_size(const kiln_dims_t *filter_dims);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_CONV_H */

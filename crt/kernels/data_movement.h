@@ -19,6 +19,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Dimensions of a copy view. A 6-D TILE doubles its dimensions before merging. */
 #define KILN_COPY_MAX_DIMS 8
 /* Dimensions of a padded tensor. */
@@ -106,5 +110,9 @@ kiln_status_t kiln_space_to_batch(const kiln_space_batch_params_t *params,
 /* BATCH_TO_SPACE_ND: the inverse, dropping the cropped rows and columns. */
 kiln_status_t kiln_batch_to_space(const kiln_space_batch_params_t *params,
                                   const void *input, void *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_DATA_MOVEMENT_H */

@@ -20,6 +20,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ADD and SUB. Both inputs are brought to a common scale, twice the larger
  * input scale, with `left_shift` (20) bits of headroom, added (subtracted) and
  * rescaled to the output:
@@ -96,5 +100,9 @@ kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
 kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_ELEMENTWISE_H */

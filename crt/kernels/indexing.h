@@ -17,6 +17,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Dimensions of a mirror-padded tensor (after trailing unpadded ones fold into the run). */
 #define KILN_MIRROR_PAD_MAX_DIMS 6
 
@@ -75,5 +79,9 @@ kiln_status_t kiln_gather(const kiln_gather_params_t *params, const void *input,
 /* MIRROR_PAD (REFLECT and SYMMETRIC): see kiln_mirror_pad_params_t. */
 kiln_status_t kiln_mirror_pad(const kiln_mirror_pad_params_t *params, const void *input,
                               void *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_INDEXING_H */

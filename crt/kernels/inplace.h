@@ -34,6 +34,10 @@
 
 #include "conv.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* How a layer is split into bands. */
 typedef struct {
     int32_t rows;       /* output rows per band, >= 1 (the last band may be shorter) */
@@ -140,5 +144,9 @@ kiln_status_t kiln_dwconv2d_ch4_banded_s8(const kiln_band_params_t *band,
                                           const kiln_dims_t *filter_dims, const int32_t *filter,
                                           const int32_t *bias,
                                           const kiln_dims_t *output_dims, int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_INPLACE_H */

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum {
     KILN_OK = 0,
     KILN_ERR_ARG = 1,         /* an argument is outside the kernel's documented range */
@@ -56,5 +60,9 @@ typedef struct {
     void *buf;
     int32_t size;
 } kiln_context_t;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_TYPES_H */

@@ -16,6 +16,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* SQUARED_DIFFERENCE: both inputs on a common scale (twice the larger input
  * scale) with `left_shift` (7) bits of headroom, subtracted, squared and
  * rescaled to the output:
@@ -57,5 +61,9 @@ kiln_status_t kiln_prelu_s8(const kiln_prelu_params_t *params,
                             const kiln_dims_t *input_dims, const int8_t *input,
                             const kiln_dims_t *alpha_dims, const int8_t *alpha,
                             const kiln_dims_t *output_dims, int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_MATH_OPS_H */

@@ -16,6 +16,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     kiln_tile_t stride;            /* >= 1 */
     kiln_tile_t padding;           /* rows/columns of padding before the input, >= 0 */
@@ -36,5 +40,9 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
 kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_POOL_H */

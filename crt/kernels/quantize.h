@@ -17,6 +17,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* real = scale * (q - zero_point), one scale for the whole tensor. */
 typedef struct {
     float scale;               /* > 0, the tensor's float32 scale */
@@ -56,5 +60,9 @@ typedef struct {
 kiln_status_t kiln_lut_s8_s16(const kiln_lut_s16_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int16_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_QUANTIZE_H */

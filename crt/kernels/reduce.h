@@ -27,6 +27,10 @@
 
 #include "kiln_types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define KILN_REDUCE_MAX_COUNT (INT32_C(1) << 23)
 
 typedef struct {
@@ -57,5 +61,9 @@ kiln_status_t kiln_reduce_sum_requant_s8(const kiln_reduce_shape_t *shape,
 /* REDUCE_MAX (input and output share quantization): the largest raw value. */
 kiln_status_t kiln_reduce_max_s8(const kiln_reduce_shape_t *shape, const int8_t *input,
                                  int8_t *output);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* KILN_REDUCE_H */
