@@ -24,7 +24,7 @@ from functools import cache
 import jinja2
 import numpy as np
 
-from kiln.compiler import escape
+from kiln.compiler import escape, export
 from kiln.compiler.errors import BoardError
 from kiln.compiler.paths import templates_dir
 
@@ -146,6 +146,18 @@ def _run_help(board: Board) -> str:
     return "(real board: flash build/firmware.hex yourself)"
 
 
+def _kernels_cmake() -> _Code:
+    """CMakeLists.txt's kiln_kernels target: the exported library folder's text
+    (kiln.compiler.export.cmake_kernels), so a project folder and exported model folders
+    added to one parent build share one copy of the kernels, and the board's CPU flags,
+    -Werror and -O2 apply only when the project is built on its own. Kiln's own names only."""
+    kernels = export.kernel_files()
+    sources = [f"crt/{name}" for name in kernels if name.endswith(".c")]
+    return _Code(export.cmake_kernels("kiln_model", "crt/kernels", sources,
+                                      export.kernels_id(kernels), "KILN_TOP_LEVEL",
+                                      "${KILN_CPU_FLAGS} ${KILN_C_FLAGS}"))
+
+
 def project_files(board: Board, report: dict, mode: str, kiln_version: str,
                   icount_shift: int, build_id: str = "") -> dict[str, str]:
     name = model_name(report)
@@ -155,7 +167,8 @@ def project_files(board: Board, report: dict, mode: str, kiln_version: str,
                qemu_args=qemu_args(board, icount_shift) if board.qemu else [],
                num_outputs=len(report["outputs"]),
                uart_defines={_Code(k): _Code(v)
-                             for k, v in UART_DRIVERS[board.uart.kind][1].items()})
+                             for k, v in UART_DRIVERS[board.uart.kind][1].items()},
+               kernels_cmake=_kernels_cmake())
     files = {
         "Makefile": _render("Makefile.j2", **ctx),
         "CMakeLists.txt": _render("CMakeLists.txt.j2", **ctx),
