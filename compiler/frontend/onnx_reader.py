@@ -1,0 +1,792 @@
+"""Read a float ONNX model (opset 13 and newer) into kiln's Graph IR.
+
+The `onnx` package parses, checks and infers shapes; this module maps nodes onto the
+TFLite op types and options the rest of kiln keys on (CONV_2D, FULLY_CONNECTED, ...),
+with the options dicts the TFLite reader would give. The result is a float graph, which
+`quantize()` / `--calibration` turn into int8 exactly as a float .tflite.
+
+Layout: ONNX is NCHW, kiln's kernels NHWC. Every rank-4 value is held NHWC in the IR
+(weights transposed at import); every other rank keeps its ONNX shape. A rank-4 model
+input or output keeps the user's NCHW layout through one TRANSPOSE at the boundary; a
+Reshape/Flatten of a rank-4 value goes back to NCHW order first (a RESHAPE where the
+transpose moves only size-1 axes, e.g. after GlobalAveragePool). BatchNormalization is
+folded into the Conv before it, and Relu/Clip(0, 6) into the Conv/Gemm/MatMul/Add
+before them; shape subgraphs on constants and static shapes are folded here.
+
+Hostile input (docs/hostile_input.md): the file is read through fsutil with a size cap;
+a file onnx cannot parse, a failed check, a dynamic shape, external data or an
+unsupported op is one ModelError line; names reach generated text only as IR tensor
+names, which the code generator escapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, ModelError
+from ..fsutil import read_regular_file
+from ..ir import Graph, Op, Tensor
+
+MAX_MODEL_BYTES = 1 << 30          # as the TFLite reader; onnx protobufs cap at 2 GiB
+MIN_OPSET = 13
+_MAX_DIM = 1 << 24
+_MAX_ELEMENTS = 1 << 28
+_MAX_RANK = 8
+_MAX_FOLDED = 1 << 24   # elements of a folded constant (shape subgraphs are tiny)
+
+# Ops converted to kernels, and ops folded when their inputs are constant (or, for
+# Shape, when the shape is static).
+_CONVERTED = {
+    "Conv", "Gemm", "MatMul", "Add", "Mul", "Relu", "Clip", "Sigmoid", "Tanh", "MaxPool",
+    "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Softmax",
+    "BatchNormalization", "Identity",
+}
+_FOLDED = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
+           "ConstantOfShape", "Sub", "Div", "Slice", "Transpose"}
+SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
+
+NCHW_TO_NHWC = (0, 2, 3, 1)
+NHWC_TO_NCHW = (0, 3, 1, 2)
+
+
+def load(source: str | Path | bytes) -> Graph:
+    """Parse an .onnx file (path or bytes) into a float Graph. Raises ModelError."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "model"
+    else:
+        path = Path(source)
+        try:
+            data = read_regular_file(path, "model", MAX_MODEL_BYTES)
+        except InputError as e:
+            raise ModelError(str(e)) from None
+        name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return parse(data, name)
+
+
+def parse(data: bytes, name: str = "model") -> Graph:
+    import onnx
+
+    if len(data) == 0:
+        raise ModelError("the model file is empty")
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as e:   # protobuf's DecodeError and friends
+        raise ModelError(f"not a readable ONNX model ({_line(e)})") from None
+    if not model.HasField("graph"):
+        raise ModelError("not an ONNX model: no graph (truncated, or another format)")
+    opset = _opset(model)
+    _check_ops(model.graph, opset)
+    _check_no_external_data(model.graph)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise ModelError(f"invalid ONNX model: {_line(e)}") from None
+    try:
+        graph = _Converter(_fold_shapes(model), name, opset).graph()
+    except ModelError:
+        raise
+    except Exception as e:   # numpy and onnx raise many kinds on inconsistent values
+        raise ModelError(f"malformed ONNX model ({type(e).__name__}: {_line(e)})") from None
+    graph.sha256 = hashlib.sha256(data).hexdigest()
+    graph.verify()
+    return graph
+
+
+def _infer(model):
+    import onnx
+
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except Exception as e:
+        raise ModelError(f"invalid ONNX model: shape inference failed: {_line(e)}") from None
+
+
+def _fold_shapes(model, rounds: int = 8):
+    """The model with every node computable from constants and static shapes folded into
+    initializers (Shape → Gather → Concat → Reshape chains), shapes inferred again after
+    each round: a Reshape whose target was computed gets its static output shape."""
+    from onnx import numpy_helper
+
+    model = _infer(model)
+    for _ in range(rounds):
+        conv = _Converter(model, "", 0)
+        folded = conv.fold_constants()
+        if not folded:
+            return model
+        graph = model.graph
+        keep = [n for i, n in enumerate(graph.node) if i not in folded]
+        used = {v for n in keep for v in n.input} | {o.name for o in graph.output}
+        known = {t.name for t in graph.initializer}
+        for i in sorted(folded):
+            for v in graph.node[i].output:
+                if v in used and v not in known:
+                    graph.initializer.append(numpy_helper.from_array(conv.consts[v], v))
+        del graph.node[:]
+        graph.node.extend(keep)
+        del graph.value_info[:]
+        model = _infer(model)
+    return model
+
+
+def _line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return text[:300] + ("…" if len(text) > 300 else "")
+
+
+def _opset(model) -> int:
+    versions = {o.domain: o.version for o in model.opset_import}
+    opset = versions.get("", versions.get("ai.onnx"))
+    if opset is None:
+        raise ModelError("the ONNX model imports no default-domain opset")
+    if opset < MIN_OPSET:
+        raise ModelError(f"the ONNX model uses opset {opset}; kiln reads opset {MIN_OPSET} and "
+                         f"newer (onnx.version_converter.convert_version(model, {MIN_OPSET}) "
+                         "upgrades it)")
+    return int(opset)
+
+
+def _check_ops(graph, opset: int) -> None:
+    """Every unsupported node at once, grouped by type, with its attributes."""
+    bad: dict[str, list[str]] = {}
+    for i, node in enumerate(graph.node):
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        if domain or node.op_type not in _CONVERTED | _FOLDED:
+            key = f"{domain + '.' if domain else ''}{node.op_type}"
+            attrs = ",".join(a.name for a in node.attribute)
+            bad.setdefault(key, []).append(f"{i}" + (f" [{attrs}]" if attrs else ""))
+        elif node.op_type == "Constant" and any(a.name not in ("value",) for a in node.attribute):
+            bad.setdefault("Constant", []).append(
+                f"{i} [{','.join(a.name for a in node.attribute)}]")
+    if bad:
+        parts = [f"{k} (node{'s' if len(v) > 1 else ''} {'; '.join(v[:5])}"
+                 f"{f' and {len(v) - 5} more' if len(v) > 5 else ''})" for k, v in sorted(bad.items())]
+        raise ModelError(f"unsupported ONNX op(s) at opset {opset}: {', '.join(parts)}; "
+                         f"kiln reads {', '.join(SUPPORTED_OPS)}")
+
+
+def _check_no_external_data(graph) -> None:
+    import onnx
+
+    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute
+                                         if a.type == onnx.AttributeProto.TENSOR]
+    for t in tensors:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            raise ModelError(f"tensor {t.name!r} keeps its data in an external file; kiln reads "
+                             "self-contained .onnx files (onnx.load then onnx.save without "
+                             "save_as_external_data)")
+
+
+def _check_shape(shape: tuple[int, ...], what: str) -> None:
+    if len(shape) > _MAX_RANK:
+        raise ModelError(f"{what} has rank {len(shape)} (kiln supports at most {_MAX_RANK})")
+    if any(d < 0 or d > _MAX_DIM for d in shape) or math.prod(max(d, 1) for d in shape) > _MAX_ELEMENTS:
+        raise ModelError(f"{what} has shape {list(shape)}, outside kiln's limits")
+
+
+def _attrs(node) -> dict:
+    import onnx.helper
+
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _to_array(t) -> np.ndarray:
+    from onnx import numpy_helper
+
+    _check_shape(tuple(int(d) for d in t.dims), f"constant {t.name!r}")
+    return np.array(numpy_helper.to_array(t))
+
+
+class _Converter:
+    def __init__(self, model, name: str, opset: int):
+        self.model, self.name, self.opset = model, name, opset
+        g = model.graph
+        self.tensors: list[Tensor] = []
+        self.ops: list[Op] = []
+        self.consts: dict[str, np.ndarray] = {t.name: _to_array(t) for t in g.initializer}
+        self.values: dict[str, int] = {}          # ONNX value name → IR tensor id
+        self.nhwc: set[str] = set()               # values held NHWC (ONNX rank 4)
+        self.nonneg: set[int] = set()             # IR tensors known >= 0 (after a Relu, ...)
+        self.shapes: dict[str, tuple[int, ...]] = {}   # ONNX shapes, static
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            shape = self._static_shape(vi)
+            if shape is not None:
+                self.shapes[vi.name] = shape
+        self.consumers: dict[str, list[int]] = {}
+        for i, node in enumerate(g.node):
+            for v in node.input:
+                if v:
+                    self.consumers.setdefault(v, []).append(i)
+        self.outputs = {o.name for o in g.output}
+        self.skip: set[int] = set()
+        self.node_index = -1
+
+    # --- shapes -------------------------------------------------------------------------
+
+    def _static_shape(self, vi) -> tuple[int, ...] | None:
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            return None
+        dims = []
+        for d in tt.shape.dim:
+            if not d.HasField("dim_value"):
+                return None
+            dims.append(int(d.dim_value))
+        return tuple(dims)
+
+    def _shape(self, value: str) -> tuple[int, ...]:
+        if value in self.consts:
+            return tuple(self.consts[value].shape)
+        if value not in self.shapes:
+            raise ModelError(f"value {value!r} has a dynamic or unknown shape; kiln compiles "
+                             "static shapes: export the model with fixed dims")
+        return self.shapes[value]
+
+    # --- IR building --------------------------------------------------------------------
+
+    def _tensor(self, name: str, shape, data: np.ndarray | None = None, dtype: str = "float32") -> int:
+        shape = tuple(int(d) for d in shape)
+        _check_shape(shape, f"tensor {name!r}")
+        tid = len(self.tensors)
+        self.tensors.append(Tensor(id=tid, name=name or f"tensor_{tid}", shape=shape,
+                                   dtype=dtype, data=data))
+        return tid
+
+    def _const(self, name: str, data: np.ndarray) -> int:
+        data = np.ascontiguousarray(data)
+        dtype = "int32" if data.dtype.kind in "iu" else "float32"
+        data = data.astype(np.int32 if dtype == "int32" else np.float32)
+        return self._tensor(name, data.shape, data, dtype)
+
+    def _op(self, op_type: str, inputs: list[int], outputs: list[int], options: dict | None = None) -> None:
+        if (options or {}).get("fused_activation_function") in ("RELU", "RELU6") or op_type in (
+                "RELU", "RELU6", "LOGISTIC", "SOFTMAX") or (op_type in ("MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE")
+                                                    and inputs[0] in self.nonneg):
+            self.nonneg.update(outputs)
+        self.ops.append(Op(type=op_type, inputs=inputs, outputs=outputs, options=options or {},
+                           index=len(self.ops)))
+
+    def _ir_shape(self, value: str) -> tuple[int, ...]:
+        shape = self._shape(value)
+        return tuple(shape[p] for p in NCHW_TO_NHWC) if len(shape) == 4 else shape
+
+    def _out(self, value: str) -> int:
+        """A new IR tensor for ONNX output `value` (NHWC if rank 4)."""
+        tid = self._tensor(value, self._ir_shape(value))
+        self.values[value] = tid
+        if len(self._shape(value)) == 4:
+            self.nhwc.add(value)
+        return tid
+
+    def _input(self, value: str) -> int:
+        if value in self.consts:
+            raise ModelError(f"{self._where()}: input {value!r} is a constant where kiln needs "
+                             "an activation")
+        if value not in self.values:
+            raise ModelError(f"{self._where()}: input {value!r} is never produced")
+        return self.values[value]
+
+    def _permute(self, tid: int, perm: tuple[int, ...], name: str) -> int:
+        """`tid` permuted by `perm`: a RESHAPE when only size-1 axes move, else a TRANSPOSE."""
+        shape = self.tensors[tid].shape
+        new = tuple(shape[p] for p in perm)
+        out = self._tensor(name, new)
+        moved = [p for p in perm if shape[p] != 1]
+        if moved == sorted(moved):
+            self._op("RESHAPE", [tid, self._const(name + "_shape", np.array(new, np.int32))], [out],
+                     {"new_shape": list(new)})
+        else:
+            self._op("TRANSPOSE", [tid, self._const(name + "_perm", np.array(perm, np.int32))], [out])
+        return out
+
+    def _plain(self, value: str) -> int:
+        """The IR tensor of `value` in ONNX's own layout (NCHW for rank 4)."""
+        tid = self._input(value)
+        return self._permute(tid, NHWC_TO_NCHW, value + "_nchw") if value in self.nhwc else tid
+
+    def _where(self) -> str:
+        node = self.model.graph.node[self.node_index]
+        return f"node {self.node_index} ({node.op_type}{' ' + repr(node.name) if node.name else ''})"
+
+    # --- the graph ----------------------------------------------------------------------
+
+    def graph(self) -> Graph:
+        g = self.model.graph
+        inputs = []
+        for vi in g.input:
+            if vi.name in self.consts:
+                continue      # old exporters list initializers as inputs
+            if vi.type.tensor_type.elem_type != 1:
+                raise ModelError(f"input {vi.name!r} is not float32; kiln reads float ONNX models "
+                                 "(QDQ models come later)")
+            shape = self._static_shape(vi)
+            if shape is None:
+                dims = [d.dim_param or "?" if not d.HasField("dim_value") else str(d.dim_value)
+                        for d in vi.type.tensor_type.shape.dim]
+                raise ModelError(f"input {vi.name!r} has a dynamic shape [{','.join(dims)}]; kiln "
+                                 "compiles static shapes: export with fixed dims (e.g. batch 1)")
+            tid = self._tensor(vi.name, shape)
+            inputs.append(tid)
+            self.values[vi.name] = tid
+            if len(shape) == 4:
+                self.values[vi.name] = self._permute(tid, NCHW_TO_NHWC, vi.name + "_nhwc")
+                self.nhwc.add(vi.name)
+        if not inputs:
+            raise ModelError("the ONNX model has no (non-constant) inputs")
+        for i, node in enumerate(g.node):
+            if i in self.skip:
+                continue
+            self.node_index = i
+            self._node(node)
+        outputs = []
+        for vo in g.output:
+            if vo.name in self.consts or vo.name not in self.values:
+                raise ModelError(f"output {vo.name!r} is a constant or never computed")
+            tid = self.values[vo.name]
+            if vo.name in self.nhwc:
+                tid = self._permute(tid, NHWC_TO_NCHW, vo.name + "_nchw")
+            outputs.append(tid)
+        if len(set(outputs)) != len(outputs) or set(outputs) & set(inputs):
+            raise ModelError("an ONNX model output is a model input or another output; kiln "
+                             "needs each output computed")
+        return Graph(name=self.name, tensors=self.tensors, ops=self.ops, inputs=inputs,
+                     outputs=outputs, description=f"ONNX opset {self.opset}")
+
+    def fold_constants(self) -> set[int]:
+        """Fold, in order, every node computable now; the indices of the nodes folded."""
+        folded = set()
+        for i, node in enumerate(self.model.graph.node):
+            self.node_index = i
+            if self._foldable(node):
+                self._fold(node)
+                folded.add(i)
+        return folded
+
+    def _foldable(self, node) -> bool:
+        ins = [v for v in node.input if v]
+        if node.op_type == "Constant":
+            return True
+        if node.op_type == "Shape":
+            return node.input[0] in self.consts or node.input[0] in self.shapes
+        return (node.op_type in _FOLDED | {"Add", "Mul", "Reshape", "Flatten", "Identity"}
+                and all(v in self.consts for v in ins))
+
+    def _node(self, node) -> None:
+        if node.op_type in _FOLDED or self._foldable(node):
+            self._fold(node)    # a _FOLDED op on an activation raises, naming it
+            return
+        getattr(self, "_op_" + node.op_type)(node, _attrs(node))
+
+    # --- folding ------------------------------------------------------------------------
+
+    def _c(self, node, i: int, what: str = "") -> np.ndarray:
+        v = node.input[i] if i < len(node.input) else ""
+        if v not in self.consts:
+            raise ModelError(f"{self._where()}: input {i}{' (' + what + ')' if what else ''} must be "
+                             "a constant (or computed from constants and static shapes)")
+        return self.consts[v]
+
+    def _fold(self, node) -> None:
+        a = _attrs(node)
+        t = node.op_type
+        if t == "Shape":
+            shape = np.array(self._shape(node.input[0]), np.int64)
+            start, end = a.get("start", 0), a.get("end", None)
+            result = shape[start:end]
+        elif t == "Constant":
+            result = _to_array(a["value"])
+        else:
+            ins = [self._c(node, i) if v else None for i, v in enumerate(node.input)]
+            result = self._fold_values(t, a, ins, node)
+        result = np.asarray(result)
+        _check_shape(tuple(result.shape), f"{self._where()} output")
+        self.consts[node.output[0]] = result
+
+    def _fold_values(self, t: str, a: dict, ins: list, node) -> np.ndarray:
+        x = ins[0]
+        # Sizes checked before numpy allocates: a hostile broadcast or gather is refused.
+        if t in ("Add", "Sub", "Mul", "Div"):
+            self._fold_size(np.broadcast_shapes(x.shape, ins[1].shape))
+        elif t == "Gather":
+            self._fold_size((ins[1].size, x.size // max(x.shape[a.get("axis", 0)], 1)))
+        elif t == "ConstantOfShape":
+            self._fold_size(tuple(int(d) for d in x.reshape(-1)))
+        elif t == "Concat":
+            self._fold_size((sum(v.size for v in ins),))
+        if t == "Gather":
+            return np.take(x, ins[1].astype(np.int64), axis=a.get("axis", 0))
+        if t == "Unsqueeze":
+            out = x
+            rank = x.ndim + len(ins[1])
+            for ax in sorted(int(v) % rank for v in ins[1].reshape(-1)):
+                out = np.expand_dims(out, ax)
+            return out
+        if t == "Squeeze":
+            axes = None if len(ins) < 2 or ins[1] is None else tuple(int(v) % x.ndim for v in ins[1].reshape(-1))
+            return np.squeeze(x, axis=axes)
+        if t == "Concat":
+            return np.concatenate(ins, axis=a["axis"])
+        if t == "Cast":
+            import onnx.helper
+            return x.astype(onnx.helper.tensor_dtype_to_np_dtype(a["to"]))
+        if t == "ConstantOfShape":
+            value = _to_array(a["value"]).reshape(-1) if "value" in a else np.zeros(1, np.float32)
+            shape = tuple(int(d) for d in x.reshape(-1))
+            _check_shape(shape, f"{self._where()} output")
+            return np.full(shape, value[0], value.dtype)
+        if t in ("Add", "Sub", "Mul", "Div"):
+            fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}.get(t)
+            if t == "Div":
+                fn = np.floor_divide if x.dtype.kind in "iu" else np.divide
+            return fn(x, ins[1]).astype(x.dtype)
+        if t == "Slice":
+            starts, ends = ins[1].reshape(-1), ins[2].reshape(-1)
+            axes = ins[3].reshape(-1) if len(ins) > 3 and ins[3] is not None else range(len(starts))
+            steps = ins[4].reshape(-1) if len(ins) > 4 and ins[4] is not None else [1] * len(starts)
+            index = [slice(None)] * x.ndim
+            for s, e, ax, st in zip(starts, ends, axes, steps):
+                index[int(ax) % x.ndim] = slice(int(s), int(e), int(st))
+            return x[tuple(index)]
+        if t == "Transpose":
+            return np.transpose(x, a.get("perm"))
+        if t == "Reshape":
+            return x.reshape(self._target_shape(x.shape, ins[1], a))
+        if t == "Identity":
+            return x
+        if t == "Flatten":
+            axis = a.get("axis", 1) % max(x.ndim, 1)
+            return x.reshape(math.prod(x.shape[:axis]), -1)
+        raise ModelError(f"{self._where()}: {t} is folded only when its inputs are constant, "
+                         "and they are not")
+
+    def _fold_size(self, shape) -> None:
+        if any(int(d) < 0 for d in shape) or math.prod(int(d) for d in shape) > _MAX_FOLDED:
+            raise ModelError(f"{self._where()}: folding it would make a constant of shape "
+                             f"{list(shape)} (kiln folds at most {_MAX_FOLDED:,} elements)")
+
+    @staticmethod
+    def _target_shape(shape, target: np.ndarray, a: dict) -> tuple[int, ...]:
+        dims = [int(d) for d in target.reshape(-1)]
+        if not a.get("allowzero", 0):
+            dims = [shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return tuple(dims)
+
+    # --- fusion -------------------------------------------------------------------------
+
+    def _sole_consumer(self, value: str):
+        users = self.consumers.get(value, [])
+        if len(users) != 1 or value in self.outputs:
+            return None, None
+        return users[0], self.model.graph.node[users[0]]
+
+    def _fuse_activation(self, value: str) -> tuple[str, str]:
+        """(fused activation, last value) for a Relu / Clip(0, 6) / Clip(-1, 1) after `value`."""
+        i, node = self._sole_consumer(value)
+        if node is None or node.op_type not in ("Relu", "Clip"):
+            return "NONE", value
+        act = "RELU" if node.op_type == "Relu" else self._clip_kind(node)
+        if act not in ("RELU", "RELU6", "RELU_N1_TO_1"):
+            return "NONE", value
+        self.skip.add(i)
+        return act, node.output[0]
+
+    def _clip_kind(self, node) -> str | None:
+        lo = self.consts.get(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        hi = self.consts.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if (len(node.input) > 1 and node.input[1] and lo is None) or \
+                (len(node.input) > 2 and node.input[2] and hi is None):
+            return None
+        lo_v = -math.inf if lo is None else float(lo.reshape(-1)[0])
+        hi_v = math.inf if hi is None else float(hi.reshape(-1)[0])
+        return {(0.0, math.inf): "RELU", (0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo_v, hi_v))
+
+    # --- ops ----------------------------------------------------------------------------
+
+    def _spatial(self, node, a: dict, kh: int, kw: int, pool: bool):
+        """(padding, explicit pads or None, strides, dilations) for a 2-D window op."""
+        shape = self._shape(node.input[0])
+        if len(shape) != 4:
+            raise ModelError(f"{self._where()}: kiln reads 2-D (NCHW) {node.op_type}, not rank "
+                             f"{len(shape)} inputs")
+        h, w = shape[2], shape[3]
+        sh, sw = (list(a.get("strides", [1, 1])) + [1, 1])[:2]
+        dh, dw = (list(a.get("dilations", [1, 1])) + [1, 1])[:2]
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        if min(sh, sw, dh, dw) < 1:
+            raise ModelError(f"{self._where()}: strides and dilations must be positive")
+
+        def same(size, k, s, d, lower=False):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            before = total - total // 2 if lower else total // 2
+            return before, total - before
+
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            (ph0, ph1), (pw0, pw1) = (same(h, kh, sh, dh, auto == "SAME_LOWER"),
+                                      same(w, kw, sw, dw, auto == "SAME_LOWER"))
+        elif auto == "VALID":
+            ph0 = ph1 = pw0 = pw1 = 0
+        elif auto == "NOTSET":
+            pads = list(a.get("pads", [0, 0, 0, 0]))
+            if len(pads) != 4:
+                raise ModelError(f"{self._where()}: pads {pads} are not 2-D")
+            ph0, pw0, ph1, pw1 = (int(p) for p in pads)
+        else:
+            raise ModelError(f"{self._where()}: auto_pad {auto!r} is not NOTSET, SAME_UPPER, "
+                             "SAME_LOWER or VALID")
+        if min(ph0, ph1, pw0, pw1) < 0:
+            raise ModelError(f"{self._where()}: negative pads")
+        if a.get("ceil_mode", 0):
+            for size, k, s, d, p in ((h, kh, sh, dh, ph0 + ph1), (w, kw, sw, dw, pw0 + pw1)):
+                span = size + p - (k - 1) * d - 1
+                if span % s:
+                    raise ModelError(f"{self._where()}: ceil_mode=1 changes the output size here; "
+                                     "kiln pools with floor (export with ceil_mode=0)")
+        if (ph0, ph1, pw0, pw1) == (0, 0, 0, 0):
+            return "VALID", None, (sh, sw), (dh, dw)
+        if ((ph0, ph1), (pw0, pw1)) == (same(h, kh, sh, dh), same(w, kw, sw, dw)) \
+                and not (pool and a.get("count_include_pad", 0)):
+            return "SAME", None, (sh, sw), (dh, dw)
+        return "VALID", (ph0, ph1, pw0, pw1), (sh, sw), (dh, dw)
+
+    def _pad(self, tid: int, pads, name: str) -> int:
+        ph0, ph1, pw0, pw1 = pads
+        n, h, w, c = self.tensors[tid].shape
+        out = self._tensor(name + "_padded", (n, h + ph0 + ph1, w + pw0 + pw1, c))
+        table = np.array([[0, 0], [ph0, ph1], [pw0, pw1], [0, 0]], np.int32)
+        self._op("PAD", [tid, self._const(name + "_pads", table)], [out])
+        return out
+
+    def _op_Conv(self, node, a: dict) -> None:
+        x = self._input(node.input[0])
+        w = self._c(node, 1, "weights").astype(np.float32)
+        if w.ndim != 4:
+            raise ModelError(f"{self._where()}: kiln reads 2-D Conv (4-D weights), not {w.ndim - 2}-D")
+        m, cg, kh, kw = w.shape
+        c_in = self._shape(node.input[0])[1]
+        group = int(a.get("group", 1))
+        bias = (self._c(node, 2, "bias").astype(np.float32).reshape(-1)
+                if len(node.input) > 2 and node.input[2] else np.zeros(m, np.float32))
+        padding, pads, (sh, sw), (dh, dw) = self._spatial(node, a, kh, kw, pool=False)
+        # BatchNormalization right after: folded into the weights and bias.
+        out_value = node.output[0]
+        i, bn = self._sole_consumer(out_value)
+        if bn is not None and bn.op_type == "BatchNormalization" and bn.input[0] == out_value:
+            scale, shift = self._bn_affine(bn)
+            w = w * scale.reshape(-1, 1, 1, 1)
+            bias = bias * scale + shift
+            self.skip.add(i)
+            out_value = bn.output[0]
+        act, out_value = self._fuse_activation(out_value)
+        if pads is not None:
+            x = self._pad(x, pads, node.input[0])
+        options = {"padding": padding, "stride_h": sh, "stride_w": sw, "dilation_h_factor": dh,
+                   "dilation_w_factor": dw, "fused_activation_function": act}
+        if group == 1:
+            op_type, wt = "CONV_2D", w.transpose(0, 2, 3, 1)          # OIHW → OHWI
+            options["quantized_bias_type"] = 0
+        elif group == c_in and cg == 1 and m % c_in == 0:
+            op_type, wt = "DEPTHWISE_CONV_2D", w.transpose(1, 2, 3, 0)   # (C·M)1HW → 1HW(C·M)
+            options["depth_multiplier"] = m // c_in
+        else:
+            raise ModelError(f"{self._where()}: grouped Conv with group={group} of {c_in} channels "
+                             "is not supported (group=1 or depthwise group=channels only)")
+        name = node.name or out_value
+        wid = self._const(name + "_weights", wt)
+        bid = self._const(name + "_bias", bias)
+        self._op(op_type, [x, wid, bid], [self._out(out_value)], options)
+
+    def _bn_affine(self, node) -> tuple[np.ndarray, np.ndarray]:
+        a = _attrs(node)
+        gamma, beta, mean, var = (self._c(node, i, what).astype(np.float64).reshape(-1) for i, what in
+                                  ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")))
+        if len(node.output) > 1 and any(node.output[1:]):
+            raise ModelError(f"{self._where()}: BatchNormalization in training mode")
+        scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
+        return scale.astype(np.float32), (beta - mean * scale).astype(np.float32)
+
+    def _op_BatchNormalization(self, node, a: dict) -> None:
+        """A BatchNormalization not after a Conv: MUL and ADD by per-channel constants."""
+        x = self._input(node.input[0])
+        scale, shift = self._bn_affine(node)
+        shape = (1, 1, 1, -1) if node.input[0] in self.nhwc else (1, -1) + (1,) * (len(self._shape(node.input[0])) - 2)
+        mid = self._tensor(node.output[0] + "_scaled", self.tensors[x].shape)
+        self._op("MUL", [x, self._const(node.output[0] + "_scale", scale.reshape(shape))], [mid],
+                 {"fused_activation_function": "NONE"})
+        self._op("ADD", [mid, self._const(node.output[0] + "_shift", shift.reshape(shape))],
+                 [self._out(node.output[0])], {"fused_activation_function": "NONE", "pot_scale_int16": True})
+
+    def _fc(self, node, x: int, weights: np.ndarray, bias: np.ndarray, keep_dims: bool) -> None:
+        act, out_value = self._fuse_activation(node.output[0])
+        name = node.name or out_value
+        wid = self._const(name + "_weights", weights)
+        bid = self._const(name + "_bias", bias)
+        self._op("FULLY_CONNECTED", [x, wid, bid], [self._out(out_value)],
+                 {"fused_activation_function": act, "weights_format": 0, "keep_num_dims": keep_dims,
+                  "asymmetric_quantize_inputs": False, "quantized_bias_type": 0})
+
+    def _op_Gemm(self, node, a: dict) -> None:
+        if a.get("transA", 0):
+            raise ModelError(f"{self._where()}: Gemm with transA=1 is not supported")
+        if len(self._shape(node.input[0])) != 2:
+            raise ModelError(f"{self._where()}: Gemm input is not 2-D")
+        x = self._plain(node.input[0])
+        b = self._c(node, 1, "B").astype(np.float32)
+        w = (b if a.get("transB", 0) else b.T) * np.float32(a.get("alpha", 1.0))
+        units = w.shape[0]
+        bias = np.zeros(units, np.float32)
+        if len(node.input) > 2 and node.input[2]:
+            c = self._c(node, 2, "C").astype(np.float32) * np.float32(a.get("beta", 1.0))
+            if c.size not in (1, units) or (c.ndim == 2 and c.shape[0] != 1):
+                raise ModelError(f"{self._where()}: Gemm C of shape {list(c.shape)} is not a "
+                                 f"per-unit bias of {units}")
+            bias = np.broadcast_to(c.reshape(-1), (units,)).astype(np.float32)
+        self._fc(node, x, np.ascontiguousarray(w), bias, keep_dims=False)
+
+    def _op_MatMul(self, node, a: dict) -> None:
+        b = self._c(node, 1, "weights")
+        if b.ndim != 2:
+            raise ModelError(f"{self._where()}: MatMul weights must be 2-D constants")
+        rank = len(self._shape(node.input[0]))
+        if rank < 2 or node.input[0] in self.nhwc:
+            raise ModelError(f"{self._where()}: MatMul of a rank-{rank} input is not supported")
+        x = self._plain(node.input[0])
+        self._fc(node, x, np.ascontiguousarray(b.T.astype(np.float32)),
+                 np.zeros(b.shape[1], np.float32), keep_dims=rank > 2)
+
+    def _operand(self, node, i: int, like_nhwc: bool, rank: int) -> int:
+        v = node.input[i]
+        if v in self.consts:
+            c = self.consts[v].astype(np.float32)
+            if like_nhwc:
+                c = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(NCHW_TO_NHWC)
+            return self._const(f"{node.name or node.output[0]}_in{i}", c)
+        if (v in self.nhwc) != like_nhwc:
+            raise ModelError(f"{self._where()}: mixes a rank-4 input with one of another rank")
+        return self._input(v)
+
+    def _op_Add(self, node, a: dict) -> None:
+        self._binary(node, "ADD")
+
+    def _op_Mul(self, node, a: dict) -> None:
+        self._binary(node, "MUL")
+
+    def _binary(self, node, op_type: str) -> None:
+        out_rank = len(self._shape(node.output[0]))
+        nhwc = out_rank == 4
+        ins = [self._operand(node, i, nhwc, out_rank) for i in (0, 1)]
+        act, out_value = ("NONE", node.output[0])
+        if op_type == "ADD":
+            act, out_value = self._fuse_activation(node.output[0])
+        options = {"fused_activation_function": act}
+        if op_type == "ADD":
+            options["pot_scale_int16"] = True
+        self._op(op_type, ins, [self._out(out_value)], options)
+
+    def _unary(self, node, op_type: str) -> None:
+        self._op(op_type, [self._input(node.input[0])], [self._out(node.output[0])])
+
+    def _op_Relu(self, node, a: dict) -> None:
+        self._unary(node, "RELU")
+
+    def _op_Sigmoid(self, node, a: dict) -> None:
+        self._unary(node, "LOGISTIC")
+
+    def _op_Tanh(self, node, a: dict) -> None:
+        self._unary(node, "TANH")
+
+    def _op_Clip(self, node, a: dict) -> None:
+        kind = self._clip_kind(node)
+        if kind is not None:
+            self._unary(node, kind)
+            return
+        x = self._input(node.input[0])
+        shape = self.tensors[x].shape
+        for i, op_type in ((1, "MAXIMUM"), (2, "MINIMUM")):
+            if len(node.input) > i and node.input[i]:
+                bound = self._c(node, i, "min" if i == 1 else "max").astype(np.float32).reshape(1)
+                last = i == 2 or not (len(node.input) > 2 and node.input[2])
+                out = self._out(node.output[0]) if last else self._tensor(node.output[0] + "_lo", shape)
+                self._op(op_type, [x, self._const(f"{node.output[0]}_bound{i}", bound)], [out])
+                x = out
+        if node.output[0] not in self.values:
+            self.values[node.output[0]] = x
+            if node.input[0] in self.nhwc:
+                self.nhwc.add(node.output[0])
+
+    def _pool(self, node, a: dict, op_type: str) -> None:
+        kh, kw = (list(a["kernel_shape"]) + [1, 1])[:2]
+        if len(a["kernel_shape"]) != 2:
+            raise ModelError(f"{self._where()}: kiln reads 2-D pooling")
+        if any(d != 1 for d in a.get("dilations", [1, 1])):
+            raise ModelError(f"{self._where()}: dilated pooling is not supported")
+        if len(node.output) > 1 and node.output[1]:
+            raise ModelError(f"{self._where()}: MaxPool's Indices output is not supported")
+        padding, pads, (sh, sw), _ = self._spatial(node, a, kh, kw, pool=True)
+        x = self._input(node.input[0])
+        if pads is not None:
+            # Zeros pad a window op exactly only where they count (AveragePool with
+            # count_include_pad=1) or can never win (MaxPool of a value known >= 0).
+            if op_type == "MAX_POOL_2D" and x not in self.nonneg:
+                raise ModelError(f"{self._where()}: MaxPool pads {list(a.get('pads', []))} are "
+                                 "neither VALID nor SAME and its input may be negative; kiln pads "
+                                 "max pooling so only after a Relu/Clip(0, 6)")
+            if op_type == "AVERAGE_POOL_2D" and not a.get("count_include_pad", 0):
+                raise ModelError(f"{self._where()}: AveragePool pads {list(a.get('pads', []))} "
+                                 "with count_include_pad=0 are neither VALID nor SAME (TFLite's "
+                                 "padding); export with count_include_pad=1 or SAME padding")
+            x = self._pad(x, pads, node.input[0])
+        act, out_value = self._fuse_activation(node.output[0])
+        self._op(op_type, [x], [self._out(out_value)],
+                 {"padding": padding, "stride_h": sh, "stride_w": sw, "filter_height": kh,
+                  "filter_width": kw, "fused_activation_function": act})
+
+    def _op_MaxPool(self, node, a: dict) -> None:
+        self._pool(node, a, "MAX_POOL_2D")
+
+    def _op_AveragePool(self, node, a: dict) -> None:
+        self._pool(node, a, "AVERAGE_POOL_2D")
+
+    def _op_GlobalAveragePool(self, node, a: dict) -> None:
+        if node.input[0] not in self.nhwc:
+            raise ModelError(f"{self._where()}: kiln reads 2-D (rank-4) GlobalAveragePool")
+        x = self._input(node.input[0])
+        axes = self._const((node.name or node.output[0]) + "_axes", np.array([1, 2], np.int32))
+        self._op("MEAN", [x, axes], [self._out(node.output[0])], {"keep_dims": True})
+
+    def _reshape_to(self, node, x: int) -> None:
+        out_value = node.output[0]
+        shape = self._shape(out_value)
+        mid = self._tensor(out_value + ("_nchw" if len(shape) == 4 else ""), shape)
+        self._op("RESHAPE", [x, self._const(out_value + "_shape", np.array(shape, np.int32))], [mid],
+                 {"new_shape": list(shape)})
+        if len(shape) == 4:
+            self.values[out_value] = self._permute(mid, NCHW_TO_NHWC, out_value)
+            self.nhwc.add(out_value)
+        else:
+            self.values[out_value] = mid
+
+    def _op_Flatten(self, node, a: dict) -> None:
+        self._reshape_to(node, self._plain(node.input[0]))
+
+    def _op_Reshape(self, node, a: dict) -> None:
+        self._c(node, 1, "shape")
+        self._reshape_to(node, self._plain(node.input[0]))
+
+    def _op_Softmax(self, node, a: dict) -> None:
+        rank = len(self._shape(node.input[0]))
+        axis = int(a.get("axis", -1)) % rank
+        if not ((node.input[0] in self.nhwc and axis == 1) or
+                (node.input[0] not in self.nhwc and axis == rank - 1)):
+            raise ModelError(f"{self._where()}: Softmax on axis {axis} of a rank-{rank} value; kiln "
+                             "computes it on the last axis (channels for rank 4)")
+        self._op("SOFTMAX", [self._input(node.input[0])], [self._out(node.output[0])], {"beta": 1.0})
+
+    def _op_Identity(self, node, a: dict) -> None:
+        self.values[node.output[0]] = self._input(node.input[0])
+        if node.input[0] in self.nhwc:
+            self.nhwc.add(node.output[0])
