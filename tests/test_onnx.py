@@ -219,6 +219,30 @@ def cnn_model() -> bytes:
     return model_bytes(nodes, [("x", (1, 3, 16, 16))], [("y", (1, 10))], inits)
 
 
+def residual_model() -> bytes:
+    """conv-relu → conv, + the block's input (Add of two activations, Relu fused), MatMul on rank 3."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Conv", ["r", "w2", "b2"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["t"]),
+        helper.make_node("Reshape", ["t", "shape"], ["u"]),
+        helper.make_node("MatMul", ["u", "m"], ["y"]),
+    ]
+    inits = [("w1", f32(4, 4, 3, 3, scale=0.3)), ("b1", f32(4, scale=0.1)),
+             ("w2", f32(4, 4, 3, 3, scale=0.3)), ("b2", f32(4, scale=0.1)),
+             ("shape", np.array([1, 4, 30], np.int64)), ("m", f32(30, 7, scale=0.3))]
+    return model_bytes(nodes, [("x", (1, 4, 6, 5))], [("y", (1, 4, 7))], inits)
+
+
+def test_residual_block():
+    g, _ = check(residual_model(), (4, 6, 5), sqnr_bound=SQNR_CNN_DB, tflm=True)
+    adds = [op for op in g.ops if op.type == "ADD"]
+    assert len(adds) == 1 and adds[0].options["fused_activation_function"] == "RELU"
+    assert not any(op.type == "RELU" for op in g.ops)
+
+
 def test_small_cnn_folds_bn_and_shapes():
     data = cnn_model()
     g, s = check(data, (3, 16, 16), sqnr_bound=SQNR_CNN_DB, n_test=8, tflm=True)
@@ -312,3 +336,35 @@ def test_old_opset_refused():
     with pytest.raises(ModelError) as e:
         load(data)
     assert "opset 11" in one_line(e)
+
+
+def test_hostile_names_reach_c_escaped():
+    """Value and node names are model text: the C built from them compiles and runs."""
+    evil = "x*/\n#error evil\n/*\u202e"
+    nodes = [helper.make_node("Relu", [evil], ["mid */ #"], name="n\x00\x1b[2J"),
+             helper.make_node("Sigmoid", ["mid */ #"], ["y"])]
+    data = model_bytes(nodes, [(evil, (1, 6))], [("y", (1, 6))])
+    g = load(data)
+    art = compile(quantize(g, f32(16, 1, 6)), board="host")
+    assert art.run(np.zeros((1, 6), np.int8))[0].shape == (1, 6)
+
+
+def test_mutated_files_are_one_line_errors_or_compile():
+    """Byte-level mutations of a whole CNN: parsed, quantized and compiled, or one ModelError line."""
+    from kiln.compiler import KilnError
+    from kiln.compiler.frontend import onnx_reader
+
+    data, rng, compiled = cnn_model(), np.random.default_rng(3), 0
+    calib = f32(8, 1, 3, 16, 16)
+    for i in range(200):
+        b = bytearray(data)
+        for _ in range(rng.integers(1, 5)):
+            b[rng.integers(0, len(b))] = rng.integers(0, 256)
+        try:
+            g = onnx_reader.parse(bytes(b))
+            if i % 8 == 0:
+                compile(quantize(g, calib), board="host")
+                compiled += 1
+        except KilnError as e:
+            assert str(e) and "\n" not in str(e), repr(str(e))
+    assert compiled > 0

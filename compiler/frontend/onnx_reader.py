@@ -86,7 +86,8 @@ def parse(data: bytes, name: str = "model") -> Graph:
     except Exception as e:
         raise ModelError(f"invalid ONNX model: {_line(e)}") from None
     try:
-        graph = _Converter(_fold_shapes(model), name, opset).graph()
+        with np.errstate(all="ignore"):   # non-finite results are refused where they land
+            graph = _Converter(_fold_shapes(model), name, opset).graph()
     except ModelError:
         raise
     except Exception as e:   # numpy and onnx raise many kinds on inconsistent values
@@ -259,6 +260,8 @@ class _Converter:
         data = np.ascontiguousarray(data)
         dtype = "int32" if data.dtype.kind in "iu" else "float32"
         data = data.astype(np.int32 if dtype == "int32" else np.float32)
+        if dtype == "float32" and not np.all(np.isfinite(data)):
+            raise ModelError(f"{self._where()}: constant {name!r} holds NaN or infinite values")
         return self._tensor(name, data.shape, data, dtype)
 
     def _op(self, op_type: str, inputs: list[int], outputs: list[int], options: dict | None = None) -> None:
