@@ -168,6 +168,10 @@ SINGLE = {
                                         count_include_pad=1),
     "global_avgpool": lambda: _single("GlobalAveragePool", (1, 4, 5, 6), (1, 4, 1, 1)),
     "flatten_4d": lambda: _single("Flatten", (1, 3, 4, 5), (1, 60)),
+    "flatten_4d_gemm": lambda: model_bytes(
+        [helper.make_node("Flatten", ["x"], ["f"]),
+         helper.make_node("Gemm", ["f", "B", "C"], ["y"], transB=1)],
+        [("x", (1, 3, 4, 5))], [("y", (1, 6))], [("B", f32(6, 60, scale=0.2)), ("C", f32(6))]),
     "reshape_4d": lambda: _single("Reshape", (1, 3, 4, 5), (1, 12, 5),
                                   [("s", np.array([1, 12, 5], np.int64))], ["s"]),
     "softmax": lambda: _single("Softmax", (1, 10), (1, 10)),
@@ -253,6 +257,11 @@ def test_small_cnn_folds_bn_and_shapes():
             if op.type in ("CONV_2D", "DEPTHWISE_CONV_2D")] == ["RELU", "RELU6", "RELU"]
     assert types.count("TRANSPOSE") == 1      # the NCHW input; the flatten after the pool is free
     print(f"small CNN: SQNR vs onnxruntime {s:.1f} dB")
+
+
+def test_flatten_before_gemm_permutes_weights_not_activations():
+    g = load(SINGLE["flatten_4d_gemm"]())
+    assert [op.type for op in g.ops] == ["TRANSPOSE", "RESHAPE", "FULLY_CONNECTED"]  # NCHW input
 
 
 def test_nchw_output_keeps_layout():

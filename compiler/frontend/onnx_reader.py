@@ -210,6 +210,7 @@ class _Converter:
         self.consts: dict[str, np.ndarray] = {t.name: _to_array(t) for t in g.initializer}
         self.values: dict[str, int] = {}          # ONNX value name → IR tensor id
         self.nhwc: set[str] = set()               # values held NHWC (ONNX rank 4)
+        self.nhwc_columns: dict[str, tuple[int, int, int]] = {}   # flattened NHWC: (C, H, W)
         self.nonneg: set[int] = set()             # IR tensors known >= 0 (after a Relu, ...)
         self.shapes: dict[str, tuple[int, ...]] = {}   # ONNX shapes, static
         for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -641,6 +642,9 @@ class _Converter:
         b = self._c(node, 1, "B").astype(np.float32)
         w = (b if a.get("transB", 0) else b.T) * np.float32(a.get("alpha", 1.0))
         units = w.shape[0]
+        if node.input[0] in self.nhwc_columns:     # columns in NCHW order → NHWC order
+            c, h, wd = self.nhwc_columns[node.input[0]]
+            w = w.reshape(units, c, h, wd).transpose(0, 2, 3, 1).reshape(units, -1)
         bias = np.zeros(units, np.float32)
         if len(node.input) > 2 and node.input[2]:
             c = self._c(node, 2, "C").astype(np.float32) * np.float32(a.get("beta", 1.0))
@@ -774,7 +778,18 @@ class _Converter:
             self.values[out_value] = mid
 
     def _op_Flatten(self, node, a: dict) -> None:
-        self._reshape_to(node, self._plain(node.input[0]))
+        src, out = node.input[0], node.output[0]
+        i, user = self._sole_consumer(out)
+        shape = self._shape(src)
+        # Flatten of an NHWC value read only by a Gemm with constant B: flatten in NHWC
+        # order (a free RESHAPE) and permute B's columns to match, no TRANSPOSE.
+        if (src in self.nhwc and int(a.get("axis", 1)) % 4 == 1 and user is not None
+                and user.op_type == "Gemm" and user.input[0] == out and user.input[1] in self.consts
+                and not _attrs(user).get("transA", 0)):
+            self.nhwc_columns[out] = tuple(shape[1:])
+            self._reshape_to(node, self._input(src))
+            return
+        self._reshape_to(node, self._plain(src))
 
     def _op_Reshape(self, node, a: dict) -> None:
         self._c(node, 1, "shape")
