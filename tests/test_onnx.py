@@ -339,6 +339,15 @@ def test_maxpool_pads_on_signed_input_refused():
     assert "MaxPool pads [1, 1, 1, 1]" in one_line(e)
 
 
+def test_constant_node_forms_fold():
+    nodes = [helper.make_node("Constant", [], ["s"], value_ints=[1, 12]),
+             helper.make_node("Constant", [], ["k"], value_float=0.5),
+             helper.make_node("Reshape", ["x", "s"], ["r"]),
+             helper.make_node("Mul", ["r", "k"], ["y"])]
+    data = model_bytes(nodes, [("x", (1, 3, 2, 2))], [("y", (1, 12))])
+    check(data, (3, 2, 2))
+
+
 def test_old_opset_refused():
     data = model_bytes([helper.make_node("Relu", ["x"], ["y"])], [("x", (1, 4))], [("y", (1, 4))],
                        opset=11)

@@ -48,6 +48,9 @@ _CONVERTED = {
 _FOLDED = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
            "ConstantOfShape", "Sub", "Div", "Slice", "Transpose"}
 SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
+# Constant's attribute forms kiln reads, with their numpy dtype (None: a TensorProto).
+_CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
+                   "value_int": np.int64, "value_ints": np.int64}
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
@@ -159,7 +162,7 @@ def _check_ops(graph, opset: int) -> None:
             key = f"{domain + '.' if domain else ''}{node.op_type}"
             attrs = ",".join(a.name for a in node.attribute)
             bad.setdefault(key, []).append(f"{i}" + (f" [{attrs}]" if attrs else ""))
-        elif node.op_type == "Constant" and any(a.name not in ("value",) for a in node.attribute):
+        elif node.op_type == "Constant" and any(a.name not in _CONSTANT_FORMS for a in node.attribute):
             bad.setdefault("Constant", []).append(
                 f"{i} [{','.join(a.name for a in node.attribute)}]")
     if bad:
@@ -401,7 +404,8 @@ class _Converter:
             start, end = a.get("start", 0), a.get("end", None)
             result = shape[start:end]
         elif t == "Constant":
-            result = _to_array(a["value"])
+            (form, value), = a.items()
+            result = _to_array(value) if form == "value" else np.array(value, _CONSTANT_FORMS[form])
         else:
             ins = [self._c(node, i) if v else None for i, v in enumerate(node.input)]
             result = self._fold_values(t, a, ins, node)
@@ -590,6 +594,8 @@ class _Converter:
             x = self._pad(x, pads, node.input[0])
         options = {"padding": padding, "stride_h": sh, "stride_w": sw, "dilation_h_factor": dh,
                    "dilation_w_factor": dw, "fused_activation_function": act}
+        if group == 1 and cg != c_in:
+            raise ModelError(f"{self._where()}: weights for {cg} input channels, input has {c_in}")
         if group == 1:
             op_type, wt = "CONV_2D", w.transpose(0, 2, 3, 1)          # OIHW → OHWI
             options["quantized_bias_type"] = 0
@@ -608,7 +614,7 @@ class _Converter:
         a = _attrs(node)
         gamma, beta, mean, var = (self._c(node, i, what).astype(np.float64).reshape(-1) for i, what in
                                   ((1, "scale"), (2, "bias"), (3, "mean"), (4, "var")))
-        if len(node.output) > 1 and any(node.output[1:]):
+        if (len(node.output) > 1 and any(node.output[1:])) or a.get("training_mode", 0):
             raise ModelError(f"{self._where()}: BatchNormalization in training mode")
         scale = gamma / np.sqrt(var + float(a.get("epsilon", 1e-5)))
         return scale.astype(np.float32), (beta - mean * scale).astype(np.float32)
