@@ -264,6 +264,21 @@ def test_flatten_before_gemm_permutes_weights_not_activations():
     assert [op.type for op in g.ops] == ["TRANSPOSE", "RESHAPE", "FULLY_CONNECTED"]  # NCHW input
 
 
+def test_reader_picked_by_extension_or_content(tmp_path):
+    data = conv_model()
+    for name in ("net.onnx", "net.bin", "net.tflite"):
+        (tmp_path / name).write_bytes(data)
+        g = load(tmp_path / name)
+        assert g.name == "net" and g.ops[1].type == "CONV_2D"
+    assert load(data).ops[1].type == "CONV_2D"
+    fifo = tmp_path / "fifo.onnx"
+    import os
+    os.mkfifo(fifo)
+    with pytest.raises(ModelError) as e:     # refused unread, never a hang
+        load(fifo)
+    one_line(e)
+
+
 def test_nchw_output_keeps_layout():
     data = conv_model(attrs=dict(pads=[1, 1, 1, 1]))
     g = load(data)

@@ -3,27 +3,41 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, ModelError
+from ..fsutil import read_regular_file
 from ..ir import Graph
 from . import tflite_reader
 from .tflite_reader import parse
 
 
 def load(source) -> Graph:
-    """A .tflite or .onnx model (path or bytes) as a Graph; the reader is picked by the file's
-    extension (.onnx), bytes by their content (no 'TFL3' at byte 4 and a protobuf's first
-    field, ir_version, at byte 0). Raises ModelError."""
+    """A .tflite or .onnx model (path or bytes) as a Graph. The reader is picked by the
+    extension (.onnx), else by content: TFLite carries 'TFL3' at byte 4, an ONNX protobuf
+    starts with its ir_version field (0x08). Raises ModelError."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        if len(data) >= 8 and data[4:8] != b"TFL3" and data[:1] == b"\x08":
-            from . import onnx_reader   # imported only for ONNX: `onnx` is slow to import
-            return onnx_reader.parse(data)
-        return tflite_reader.load(data)
-    if isinstance(source, (str, os.PathLike)) and os.fsdecode(source).lower().endswith(".onnx"):
-        from . import onnx_reader
-        return onnx_reader.load(source)
-    return tflite_reader.load(source)
+        data, name = bytes(source), "model"
+    else:
+        path = Path(source)
+        try:   # a regular file of sane size: a FIFO, a device or /dev/zero is refused unread
+            data = read_regular_file(path, "model", tflite_reader.MAX_MODEL_BYTES)
+        except InputError as e:
+            raise ModelError(str(e)) from None
+        # A file name that is not UTF-8 (bytes kept as surrogates) would make a model
+        # name no file can be written with: such bytes become U+FFFD.
+        name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        if path.suffix.lower() == ".onnx":
+            return _onnx_parse(data, name)
+    if len(data) >= 8 and data[4:8] != b"TFL3" and data[:1] == b"\x08":
+        return _onnx_parse(data, name)
+    return tflite_reader.parse(data, name)
+
+
+def _onnx_parse(data: bytes, name: str) -> Graph:
+    from . import onnx_reader   # imported only for ONNX models: `onnx` is slow to import
+
+    return onnx_reader.parse(data, name)
 
 
 def as_graph(graph) -> Graph:

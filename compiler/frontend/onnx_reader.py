@@ -13,7 +13,8 @@ transpose moves only size-1 axes, e.g. after GlobalAveragePool). BatchNormalizat
 folded into the Conv before it, and Relu/Clip(0, 6) into the Conv/Gemm/MatMul/Add
 before them; shape subgraphs on constants and static shapes are folded here.
 
-Hostile input (docs/hostile_input.md): the file is read through fsutil with a size cap;
+Hostile input (docs/hostile_input.md): `frontend.load` reads the file through fsutil with
+the models' size cap (1 GiB);
 a file onnx cannot parse, a failed check, a dynamic shape, external data or an
 unsupported op is one ModelError line; names reach generated text only as IR tensor
 names, which the code generator escapes.
@@ -23,15 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from pathlib import Path
-
 import numpy as np
 
-from ..errors import InputError, ModelError
-from ..fsutil import read_regular_file
+from ..errors import ModelError
 from ..ir import Graph, Op, Tensor
 
-MAX_MODEL_BYTES = 1 << 30          # as the TFLite reader; onnx protobufs cap at 2 GiB
 MIN_OPSET = 13
 _MAX_DIM = 1 << 24
 _MAX_ELEMENTS = 1 << 28
@@ -54,20 +51,6 @@ _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
-
-
-def load(source: str | Path | bytes) -> Graph:
-    """Parse an .onnx file (path or bytes) into a float Graph. Raises ModelError."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "model"
-    else:
-        path = Path(source)
-        try:
-            data = read_regular_file(path, "model", MAX_MODEL_BYTES)
-        except InputError as e:
-            raise ModelError(str(e)) from None
-        name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return parse(data, name)
 
 
 def parse(data: bytes, name: str = "model") -> Graph:
