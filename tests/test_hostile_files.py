@@ -465,10 +465,13 @@ def test_sigint_during_project_create(tmp_path, capsys, force):
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-        # Python's own start-up (site) is out of kiln's reach (kiln.launcher); from the
-        # first line of kiln's code on, a Ctrl-C is one line.
+        # Python's own start-up (site) and shutdown are out of kiln's reach (kiln.launcher):
+        # a signal there ends the process silently (-SIGINT; a shell shows 130 for it as
+        # for kiln's own exit). From the first line of kiln's code on, a Ctrl-C is one line.
         if "init_import_site" not in err:
-            assert "Traceback" not in err and proc.returncode in (0, 130), (delay, err)
+            assert "Traceback" not in err, (delay, err)
+            assert proc.returncode in (0, 130) or (proc.returncode == -signal.SIGINT
+                                                   and not err.strip()), (delay, err)
         if not os.path.lexists(pk):
             assert not force, delay
         elif force and tree(pk) == old:
