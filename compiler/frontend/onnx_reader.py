@@ -62,21 +62,21 @@ def parse(data: bytes, name: str = "model") -> Graph:
         model = onnx.load_model_from_string(data)
     except Exception as e:   # protobuf's DecodeError and friends
         raise ModelError(f"not a readable ONNX model ({_line(e)})") from None
-    if not model.HasField("graph"):
-        raise ModelError("not an ONNX model: no graph (truncated, or another format)")
-    opset = _opset(model)
-    _check_ops(model.graph, opset)
-    _check_no_external_data(model.graph)
     try:
-        onnx.checker.check_model(model)
-    except Exception as e:
-        raise ModelError(f"invalid ONNX model: {_line(e)}") from None
-    try:
+        if not model.HasField("graph"):
+            raise ModelError("not an ONNX model: no graph (truncated, or another format)")
+        opset = _opset(model)
+        _check_ops(model.graph, opset)
+        _check_no_external_data(model.graph)
+        try:
+            onnx.checker.check_model(model)
+        except Exception as e:
+            raise ModelError(f"invalid ONNX model: {_line(e)}") from None
         with np.errstate(all="ignore"):   # non-finite results are refused where they land
             graph = _Converter(_fold_shapes(model), name, opset).graph()
     except ModelError:
         raise
-    except Exception as e:   # numpy and onnx raise many kinds on inconsistent values
+    except Exception as e:   # protobuf, numpy and onnx raise many kinds on bad values
         raise ModelError(f"malformed ONNX model ({type(e).__name__}: {_line(e)})") from None
     graph.sha256 = hashlib.sha256(data).hexdigest()
     graph.verify()
@@ -136,18 +136,25 @@ def _opset(model) -> int:
     return int(opset)
 
 
+def _text(s) -> str:
+    """A protobuf string field for a message: one printable line (protobuf hands out bytes
+    where a field is not UTF-8; control characters are shown escaped, as repr does)."""
+    s = s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
+    return s if s.isprintable() else repr(s)
+
+
 def _check_ops(graph, opset: int) -> None:
     """Every unsupported node at once, grouped by type, with its attributes."""
     bad: dict[str, list[str]] = {}
     for i, node in enumerate(graph.node):
-        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        domain = _text(node.domain) if node.domain not in ("", "ai.onnx") else ""
         if domain or node.op_type not in _CONVERTED | _FOLDED:
-            key = f"{domain + '.' if domain else ''}{node.op_type}"
-            attrs = ",".join(a.name for a in node.attribute)
+            key = f"{domain + '.' if domain else ''}{_text(node.op_type)}"
+            attrs = ",".join(_text(a.name) for a in node.attribute)
             bad.setdefault(key, []).append(f"{i}" + (f" [{attrs}]" if attrs else ""))
         elif node.op_type == "Constant" and any(a.name not in _CONSTANT_FORMS for a in node.attribute):
             bad.setdefault("Constant", []).append(
-                f"{i} [{','.join(a.name for a in node.attribute)}]")
+                f"{i} [{','.join(_text(a.name) for a in node.attribute)}]")
     if bad:
         parts = [f"{k} (node{'s' if len(v) > 1 else ''} {'; '.join(v[:5])}"
                  f"{f' and {len(v) - 5} more' if len(v) > 5 else ''})" for k, v in sorted(bad.items())]
@@ -237,6 +244,8 @@ class _Converter:
     # --- IR building --------------------------------------------------------------------
 
     def _tensor(self, name: str, shape, data: np.ndarray | None = None, dtype: str = "float32") -> int:
+        if isinstance(name, bytes):     # a name protobuf could not decode
+            name = name.decode("utf-8", "replace")
         shape = tuple(int(d) for d in shape)
         _check_shape(shape, f"tensor {name!r}")
         tid = len(self.tensors)
