@@ -159,6 +159,8 @@ SINGLE = {
                              [("lo", np.float32(0)), ("hi", np.float32(6))], ["lo", "hi"]),
     "clip_any": lambda: _single("Clip", (1, 12), (1, 12),
                                 [("lo", np.float32(-0.5)), ("hi", np.float32(0.7))], ["lo", "hi"]),
+    "clip_minmax_nchw": lambda: _single("Clip", (1, 3, 4, 5), (1, 3, 4, 5),
+                                        [("lo", np.float32(-0.8)), ("hi", np.float32(1.2))], ["lo", "hi"]),
     "sigmoid": lambda: _single("Sigmoid", (1, 3, 4, 5), (1, 3, 4, 5)),
     "tanh": lambda: _single("Tanh", (1, 12), (1, 12)),
     "maxpool_same": lambda: _single("MaxPool", (1, 4, 6, 6), (1, 4, 3, 3), kernel_shape=[3, 3],
@@ -372,6 +374,26 @@ def test_constant_node_forms_fold():
     data = model_bytes(nodes, [("x", (1, 3, 2, 2))], [("y", (1, 12))])
     g, _ = check(data, (3, 2, 2))
     assert [op.type for op in g.ops] == ["RESHAPE", "MUL"]   # the boundary transposes cancel
+
+
+def test_external_data_refused(tmp_path):
+    m = onnx.load_from_string(conv_model())
+    onnx.save_model(m, tmp_path / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="ext.data", size_threshold=0)
+    with pytest.raises(ModelError) as e:
+        load(tmp_path / "ext.onnx")
+    assert "external file" in one_line(e)
+
+
+def test_shape_computed_from_activations_refused():
+    """A Reshape target computed from an activation (not from constants and static shapes)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Cast", ["r"], ["s"], to=TensorProto.INT64),
+             helper.make_node("Reshape", ["x", "s"], ["y"])]
+    data = model_bytes(nodes, [("x", (2,))], [("y", ("M",))])
+    with pytest.raises(ModelError) as e:
+        load(data)
+    assert "node 1 (Cast): input 0 must be a constant" in one_line(e)
 
 
 def test_old_opset_refused():
