@@ -140,9 +140,9 @@ def test_conv(case):
     check(conv_model(**kw), (kw.get("cin", 3),) + size)
 
 
-def _single(op, in_shape, out_shape, inits=(), extra_inputs=(), **attrs):
+def _single(op, in_shape, out_shape, inits=(), extra_inputs=(), opset_version=OPSET, **attrs):
     node = helper.make_node(op, ["x", *extra_inputs], ["y"], **attrs)
-    return model_bytes([node], [("x", in_shape)], [("y", out_shape)], inits)
+    return model_bytes([node], [("x", in_shape)], [("y", out_shape)], inits, opset=opset_version)
 
 
 SINGLE = {
@@ -154,6 +154,14 @@ SINGLE = {
                                       [("c", f32(3, 1, 1))], ["c"]),
     "mul_const_nchw": lambda: _single("Mul", (1, 3, 4, 5), (1, 3, 4, 5),
                                       [("c", np.abs(f32(1, 3, 1, 1)) + 0.5)], ["c"]),
+    "sub_const": lambda: _single("Sub", (1, 3, 4, 5), (1, 3, 4, 5), [("c", f32(1, 3, 1, 1))], ["c"]),
+    "div_const": lambda: _single("Div", (1, 3, 4, 5), (1, 3, 4, 5),
+                                 [("c", np.array([0.5, 2.0, 4.0], np.float32).reshape(3, 1, 1))], ["c"]),
+    "sub_from_const_relu": lambda: model_bytes(
+        [helper.make_node("Sub", ["c", "x"], ["d"]), helper.make_node("Relu", ["d"], ["y"])],
+        [("x", (1, 12))], [("y", (1, 12))], [("c", f32(12))]),
+    "leaky_relu": lambda: _single("LeakyRelu", (1, 3, 4, 5), (1, 3, 4, 5), alpha=0.1),
+    "hard_swish": lambda: _single("HardSwish", (1, 3, 4, 5), (1, 3, 4, 5), opset_version=14),
     "relu": lambda: _single("Relu", (1, 3, 4, 5), (1, 3, 4, 5)),
     "clip6": lambda: _single("Clip", (1, 3, 4, 5), (1, 3, 4, 5),
                              [("lo", np.float32(0)), ("hi", np.float32(6))], ["lo", "hi"]),

@@ -38,12 +38,14 @@ _MAX_FOLDED = 1 << 24   # elements of a folded constant (shape subgraphs are tin
 # Ops converted to kernels, and ops folded when their inputs are constant (or, for
 # Shape, when the shape is static).
 _CONVERTED = {
-    "Conv", "Gemm", "MatMul", "Add", "Mul", "Relu", "Clip", "Sigmoid", "Tanh", "MaxPool",
-    "AveragePool", "GlobalAveragePool", "Flatten", "Reshape", "Softmax",
-    "BatchNormalization", "Identity",
+    "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu",
+    "HardSwish", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
+    "Reshape", "Softmax", "BatchNormalization", "Identity",
 }
 _FOLDED = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
-           "ConstantOfShape", "Sub", "Div", "Slice", "Transpose"}
+           "ConstantOfShape", "Slice", "Transpose"}
+# Converted ops that are folded too when every input is constant.
+_FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity"}
 SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
 # Constant's attribute forms kiln reads, with their numpy dtype (None: a TensorProto).
 _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
@@ -385,8 +387,7 @@ class _Converter:
             return True
         if node.op_type == "Shape":
             return node.input[0] in self.consts or node.input[0] in self.shapes
-        return (node.op_type in _FOLDED | {"Add", "Mul", "Reshape", "Flatten", "Identity"}
-                and all(v in self.consts for v in ins))
+        return node.op_type in _FOLDABLE and all(v in self.consts for v in ins)
 
     def _node(self, node) -> None:
         if node.op_type in _FOLDED or self._foldable(node):
@@ -678,10 +679,11 @@ class _Converter:
         self._fc(node, x, np.ascontiguousarray(b.T.astype(np.float32)),
                  np.zeros(b.shape[1], np.float32), keep_dims=rank > 2)
 
-    def _operand(self, node, i: int, like_nhwc: bool, rank: int) -> int:
+    def _operand(self, node, i: int, like_nhwc: bool, rank: int, value: np.ndarray | None = None) -> int:
+        """Input i of a binary op (or `value` in its place) as an IR tensor in the output's layout."""
         v = node.input[i]
-        if v in self.consts:
-            c = self.consts[v].astype(np.float32)
+        if value is not None or v in self.consts:
+            c = (self.consts[v] if value is None else value).astype(np.float32)
             if like_nhwc:
                 c = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(NCHW_TO_NHWC)
             return self._const(f"{node.name or node.output[0]}_in{i}", c)
@@ -695,15 +697,30 @@ class _Converter:
     def _op_Mul(self, node, a: dict) -> None:
         self._binary(node, "MUL")
 
-    def _binary(self, node, op_type: str) -> None:
+    def _op_Sub(self, node, a: dict) -> None:
+        self._binary(node, "SUB")
+
+    def _op_Div(self, node, a: dict) -> None:
+        """Division by a constant: MUL by its reciprocal (int8 has no DIV)."""
+        c = self._c(node, 1, "divisor")
+        if c.dtype.kind not in "f" or not np.all(c != 0):
+            raise ModelError(f"{self._where()}: Div by a constant needs a nonzero float divisor")
+        self._binary(node, "MUL", divisor=(1.0 / c.astype(np.float64)).astype(np.float32))
+
+    def _op_LeakyRelu(self, node, a: dict) -> None:
+        self._op("LEAKY_RELU", [self._input(node.input[0])], [self._out(node.output[0])],
+                 {"alpha": float(a.get("alpha", 0.01))})
+
+    def _op_HardSwish(self, node, a: dict) -> None:
+        self._unary(node, "HARD_SWISH")
+
+    def _binary(self, node, op_type: str, divisor: np.ndarray | None = None) -> None:
         out_rank = len(self._shape(node.output[0]))
         nhwc = out_rank == 4
-        ins = [self._operand(node, i, nhwc, out_rank) for i in (0, 1)]
-        act, out_value = ("NONE", node.output[0])
-        if op_type == "ADD":
-            act, out_value = self._fuse_activation(node.output[0])
+        ins = [self._operand(node, i, nhwc, out_rank, divisor if i == 1 else None) for i in (0, 1)]
+        act, out_value = self._fuse_activation(node.output[0])
         options = {"fused_activation_function": act}
-        if op_type == "ADD":
+        if op_type in ("ADD", "SUB"):
             options["pot_scale_int16"] = True
         self._op(op_type, ins, [self._out(out_value)], options)
 
