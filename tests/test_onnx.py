@@ -303,7 +303,8 @@ def test_nchw_output_keeps_layout():
     data = conv_model(attrs=dict(pads=[1, 1, 1, 1]))
     g = load(data)
     assert g.tensor(g.inputs[0]).shape == (1, 3, 9, 7)
-    assert g.tensor(g.outputs[0]).shape == (1, 4, 9, 7)
+    assert g.tensor(g.outputs[0]).shape == (1, 4, 9, 7) and g.tensor(g.outputs[0]).name == "y"
+    assert g.tensor(g.inputs[0]).name == "x"
 
 
 def test_quantize_cli_writes_tflite_tflm_runs_identically(tmp_path):

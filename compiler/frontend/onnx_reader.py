@@ -9,21 +9,24 @@ Layout: ONNX is NCHW, kiln's kernels NHWC. Every rank-4 value is held NHWC in th
 (weights transposed at import); every other rank keeps its ONNX shape. A rank-4 model
 input or output keeps the user's NCHW layout through one TRANSPOSE at the boundary; a
 Reshape/Flatten of a rank-4 value goes back to NCHW order first (a RESHAPE where the
-transpose moves only size-1 axes, e.g. after GlobalAveragePool). BatchNormalization is
-folded into the Conv before it, and Relu/Clip(0, 6) into the Conv/Gemm/MatMul/Add
-before them; shape subgraphs on constants and static shapes are folded here.
+transpose moves only size-1 axes, e.g. after GlobalAveragePool; a Flatten read only by
+a Gemm permutes the Gemm's weights instead); a permute undoing the one before it cancels.
+BatchNormalization is folded into the Conv before it, and Relu/Clip(0, 6) into the
+Conv/Gemm/MatMul/Add/Sub/Mul/pool before them; shape subgraphs on constants and static
+shapes are folded here (docs/onnx.md has the op table).
 
 Hostile input (docs/hostile_input.md): `frontend.load` reads the file through fsutil with
-the models' size cap (1 GiB);
-a file onnx cannot parse, a failed check, a dynamic shape, external data or an
-unsupported op is one ModelError line; names reach generated text only as IR tensor
-names, which the code generator escapes.
+the models' size cap (1 GiB); a file onnx cannot parse, a failed check, a dynamic shape,
+external data or an unsupported op is one ModelError line; folded constants are bounded
+before numpy allocates them; names reach generated text only as IR tensor names, which
+the code generator escapes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+
 import numpy as np
 
 from ..errors import ModelError
@@ -50,6 +53,11 @@ SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
 # Constant's attribute forms kiln reads, with their numpy dtype (None: a TensorProto).
 _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
                    "value_int": np.int64, "value_ints": np.int64}
+
+# Ops whose output is >= 0, and ops whose output is >= 0 when their input is (for MaxPool
+# padding, see _pool).
+_NONNEG_OPS = {"RELU", "RELU6", "LOGISTIC", "SOFTMAX"}
+_ORDER_PRESERVING = {"MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE"}
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
@@ -264,11 +272,11 @@ class _Converter:
         return self._tensor(name, data.shape, data, dtype)
 
     def _op(self, op_type: str, inputs: list[int], outputs: list[int], options: dict | None = None) -> None:
-        if (options or {}).get("fused_activation_function") in ("RELU", "RELU6") or op_type in (
-                "RELU", "RELU6", "LOGISTIC", "SOFTMAX") or (op_type in ("MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE")
-                                                    and inputs[0] in self.nonneg):
+        options = options or {}
+        if (op_type in _NONNEG_OPS or options.get("fused_activation_function") in ("RELU", "RELU6")
+                or (op_type in _ORDER_PRESERVING and inputs[0] in self.nonneg)):
             self.nonneg.update(outputs)
-        self.ops.append(Op(type=op_type, inputs=inputs, outputs=outputs, options=options or {},
+        self.ops.append(Op(type=op_type, inputs=inputs, outputs=outputs, options=options,
                            index=len(self.ops)))
 
     def _ir_shape(self, value: str) -> tuple[int, ...]:
@@ -354,7 +362,9 @@ class _Converter:
                 raise ModelError(f"output {vo.name!r} is a constant or never computed")
             tid = self.values[vo.name]
             if vo.name in self.nhwc:
-                tid = self._permute(tid, NHWC_TO_NCHW, vo.name + "_nchw")
+                inner, tid = tid, self._permute(tid, NHWC_TO_NCHW, vo.name)
+                if inner != tid:     # the model's output carries its ONNX name
+                    self.tensors[inner].name = vo.name + "_nhwc"
             outputs.append(tid)
         if len(set(outputs)) != len(outputs) or set(outputs) & set(inputs):
             raise ModelError("an ONNX model output is a model input or another output; kiln "
