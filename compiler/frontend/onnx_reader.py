@@ -339,7 +339,7 @@ class _Converter:
                                  "(QDQ models come later)")
             shape = self._static_shape(vi)
             if shape is None:
-                dims = [d.dim_param or "?" if not d.HasField("dim_value") else str(d.dim_value)
+                dims = [str(d.dim_value) if d.HasField("dim_value") else _text(d.dim_param) or "?"
                         for d in vi.type.tensor_type.shape.dim]
                 raise ModelError(f"input {vi.name!r} has a dynamic shape [{','.join(dims)}]; kiln "
                                  "compiles static shapes: export with fixed dims (e.g. batch 1)")
