@@ -15,14 +15,15 @@ import sys
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from reference import run_reference  # noqa: E402
+import onnx   # a runtime dependency of kiln: missing, these tests fail
+from onnx import TensorProto, helper, numpy_helper
+from reference import run_reference
 
-from kiln.compiler import ModelError, compile, load, quantize  # noqa: E402
-from kiln.compiler.frontend.tflite_writer import write  # noqa: E402
-from kiln.compiler.quantize import FloatModel, prepare  # noqa: E402
+from kiln.compiler import ModelError, compile, load, quantize
+from kiln.compiler.frontend.tflite_writer import write
+from kiln.compiler.quantize import FloatModel, prepare
+
+ort = pytest.importorskip("onnxruntime")   # a test dependency (pyproject's [test] extra)
 
 RNG = np.random.default_rng(14)
 KILN = [sys.executable, "-c", "import sys; from kiln.launcher import main; sys.exit(main())"]
@@ -109,7 +110,8 @@ def conv_model(group=1, cin=3, cout=4, k=3, attrs=None, size=(9, 7), bias=True):
     ins = ["x", "w"] + (["b"] if bias else [])
     node = helper.make_node("Conv", ins, ["y"], group=group, **attrs)
     inits = [("w", w)] + ([("b", f32(cout, scale=0.1))] if bias else [])
-    probe = helper.make_graph([node], "p", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, cin) + size)],
+    probe = helper.make_graph([node], "p",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, cin) + size)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(v, n) for n, v in inits])
     inferred = onnx.shape_inference.infer_shapes(helper.make_model(

@@ -451,7 +451,8 @@ class _Converter:
                 out = np.expand_dims(out, ax)
             return out
         if t == "Squeeze":
-            axes = None if len(ins) < 2 or ins[1] is None else tuple(int(v) % x.ndim for v in ins[1].reshape(-1))
+            axes = (None if len(ins) < 2 or ins[1] is None
+                    else tuple(int(v) % x.ndim for v in ins[1].reshape(-1)))
             return np.squeeze(x, axis=axes)
         if t == "Concat":
             return np.concatenate(ins, axis=a["axis"])
@@ -641,7 +642,8 @@ class _Converter:
         """A BatchNormalization not after a Conv: MUL and ADD by per-channel constants."""
         x = self._input(node.input[0])
         scale, shift = self._bn_affine(node)
-        shape = (1, 1, 1, -1) if node.input[0] in self.nhwc else (1, -1) + (1,) * (len(self._shape(node.input[0])) - 2)
+        rank = len(self._shape(node.input[0]))
+        shape = (1, 1, 1, -1) if node.input[0] in self.nhwc else (1, -1) + (1,) * (rank - 2)
         mid = self._tensor(node.output[0] + "_scaled", self.tensors[x].shape)
         self._op("MUL", [x, self._const(node.output[0] + "_scale", scale.reshape(shape))], [mid],
                  {"fused_activation_function": "NONE"})
