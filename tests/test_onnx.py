@@ -17,7 +17,7 @@ import pytest
 
 import onnx   # a runtime dependency of kiln: missing, these tests fail
 from onnx import TensorProto, helper, numpy_helper
-from reference import run_reference
+from reference import run_reference, run_tflite_ref
 
 from kiln.compiler import ModelError, compile, load, quantize
 from kiln.compiler.frontend.tflite_writer import write
@@ -299,6 +299,27 @@ def test_reader_picked_by_extension_or_content(tmp_path):
     with pytest.raises(ModelError) as e:     # refused unread, never a hang
         load(fifo)
     one_line(e)
+
+
+@pytest.mark.parametrize("net", ["cnn", "residual"])
+def test_same_as_the_network_as_a_float_tflite(net):
+    """The imported graph, written as a float .tflite, runs in TFLite's float reference
+    kernels as onnxruntime runs the ONNX model; kiln quantizes both to the same int8 model
+    (scales, zero points and weights), so ONNX costs no accuracy against float .tflite."""
+    data, shape = {"cnn": (cnn_model(), (1, 3, 16, 16)), "residual": (residual_model(), (1, 4, 6, 5))}[net]
+    g = load(data)
+    as_tflite = load(write(g))
+    x = RNG.uniform(-2, 2, size=shape).astype(np.float32)
+    np.testing.assert_allclose(run_tflite_ref(write(g), [x])[0], ort_run(data, x), rtol=1e-5, atol=1e-5)
+    calib = RNG.uniform(-2, 2, size=(32, *shape)).astype(np.float32)
+
+    def int8_model(q):
+        return [(op.type, [(None if q.tensor(i).quant is None else q.tensor(i).quant.scale.tobytes(),
+                            None if q.tensor(i).quant is None else q.tensor(i).quant.zero_point.tobytes(),
+                            None if q.tensor(i).data is None else q.tensor(i).data.tobytes())
+                           for i in op.inputs + op.outputs if i >= 0]) for op in q.ops]
+
+    assert int8_model(quantize(g, calib)) == int8_model(quantize(as_tflite, calib))
 
 
 def test_nchw_output_keeps_layout():
