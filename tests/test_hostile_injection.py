@@ -26,7 +26,8 @@ import pytest
 
 from conftest import REPO, require_tool
 from reference import assert_equal_exact, run_reference
-from tflite_builder import OpSpec, TensorSpec, bias_spec, build_model, weight_spec
+from test_snapshot import tiny_cnn
+from tflite_builder import OpSpec, TensorSpec, build_model
 
 from kiln.compiler import compile, escape, load
 from kiln.compiler.errors import BoardError
@@ -150,32 +151,7 @@ def test_c_identifier_of_plain_names_is_unchanged():
 def _tiny_cnn(names: list[str]) -> bytes:
     """tests/test_snapshot.py's tiny CNN with the given tensor names (one per tensor;
     constants included, so weights.c's comments quote them too)."""
-    rng = np.random.default_rng(42)
-    w = weight_spec((4, 3, 3, 1), rng, per_channel_axis=0)
-    b = bias_spec(4, rng, input_scale=0.02, weight_scales=w.scale)
-    fw = weight_spec((3, 16), rng, per_channel_axis=None)
-    fb = bias_spec(3, rng, input_scale=0.03, weight_scales=fw.scale)
-    tensors = [
-        TensorSpec((1, 8, 8, 1), scale=0.02, zero_point=-5), w, b,
-        TensorSpec((1, 8, 8, 4), scale=0.03, zero_point=-128),
-        TensorSpec((1, 2, 2, 4), scale=0.03, zero_point=-128),
-        TensorSpec((2,), dtype="int32", data=np.array([1, 16], dtype=np.int32)),
-        TensorSpec((1, 16), scale=0.03, zero_point=-128), fw, fb,
-        TensorSpec((1, 3), scale=0.1, zero_point=3),
-        TensorSpec((1, 3), scale=1 / 256, zero_point=-128),
-    ]
-    for t, name in zip(tensors, names):
-        t.name = name
-    ops = [
-        OpSpec("CONV_2D", [0, 1, 2], [3], {"padding": "SAME", "fused_activation_function": "RELU"}),
-        OpSpec("AVERAGE_POOL_2D", [3], [4], {"padding": "VALID", "filter_width": 4,
-                                             "filter_height": 4, "stride_w": 4, "stride_h": 4}),
-        OpSpec("RESHAPE", [4, 5], [6], {"new_shape": [1, 16]}),
-        OpSpec("FULLY_CONNECTED", [6, 7, 8], [9], {}),
-        OpSpec("SOFTMAX", [9], [10], {"beta": 1.0}),
-    ]
-    return build_model(ops, tensors, inputs=[0], outputs=[10],
-                       description="desc */\n#error from the description")
+    return tiny_cnn(names, description="desc */\n#error from the description")
 
 
 def test_hostile_tensor_names_change_no_code():

@@ -14,8 +14,10 @@ from kiln.compiler import compile, load
 SNAPSHOT_DIR = Path(__file__).parent / "snapshots" / "tiny_cnn"
 
 
-def tiny_cnn() -> bytes:
-    """conv 3x3 (RELU) → average pool → reshape → fully connected → softmax."""
+def tiny_cnn(names: list[str] | None = None, description: str | None = None) -> bytes:
+    """conv 3x3 (RELU) → average pool → reshape → fully connected → softmax. `names`
+    renames every tensor, constants included (tests/test_hostile_injection.py gives it
+    hostile ones), `description` sets the model's."""
     rng = np.random.default_rng(42)
     w = weight_spec((4, 3, 3, 1), rng, per_channel_axis=0)
     b = bias_spec(4, rng, input_scale=0.02, weight_scales=w.scale)
@@ -40,7 +42,10 @@ def tiny_cnn() -> bytes:
         OpSpec("FULLY_CONNECTED", [6, 7, 8], [9], {}),
         OpSpec("SOFTMAX", [9], [10], {"beta": 1.0}),
     ]
-    return build_model(ops, tensors, inputs=[0], outputs=[10])
+    for t, name in zip(tensors, names or []):
+        t.name = name
+    extra = {} if description is None else {"description": description}
+    return build_model(ops, tensors, inputs=[0], outputs=[10], **extra)
 
 
 def test_tiny_cnn_matches_tflite_micro():
