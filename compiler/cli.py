@@ -299,7 +299,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
-    parser = _Parser(prog="kiln", description="Compile TFLite models to C for microcontrollers.")
+    parser = _Parser(prog="kiln", description="Compile TFLite (and float ONNX) models to C for microcontrollers.")
     parser.add_argument("--version", action="version", version="kiln 0.1.0")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
