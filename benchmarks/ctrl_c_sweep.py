@@ -48,6 +48,8 @@ from typing import Callable
 
 from _common import models_root
 
+from kiln.compiler.processes import group_members
+
 KILN = str(Path(sys.executable).with_name("kiln"))
 STAGING = ".kiln-staging-"
 OUTCOMES = ("ok", "interrupted-clean", "python-start", "error", "traceback", "broken")
@@ -79,20 +81,6 @@ def env_for(trial: Path) -> dict[str, str]:
 def kiln(args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([KILN, *args], cwd=cwd, env=env_for(cwd), capture_output=True,
                           text=True, timeout=timeout)
-
-
-def live_group(pgid: int) -> list[str]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_bytes()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(b")") + 2:].split()
-            if int(fields[2]) == pgid and fields[0] != b"Z":
-                found.append(stat.split(b" ")[1].decode(errors="replace"))
-    return found
 
 
 @dataclass
@@ -223,7 +211,7 @@ def trial(case: Case, delay: float, work: Path) -> tuple[str, str]:
         if "Traceback" in err or "Fatal Python error" in err:
             lines = err.strip().splitlines()
             return "traceback", f"{lines[0]} … {lines[-1]}"
-        alive = live_group(proc.pid)
+        alive = group_members(proc.pid)
         if alive:
             return "broken", f"still running: {alive}"
         problem = (litter(t) or valid_output(case, t) if case.check is None

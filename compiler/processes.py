@@ -16,27 +16,37 @@ import signal
 import time
 
 
+def _stat(pid: int | str) -> tuple[bytes, bytes, list[bytes]] | None:
+    """(comm, state, the fields after state) of /proc/<pid>/stat; None once it has ended.
+    "pid (comm) state ppid pgrp …": comm may hold spaces and ')', so split after the
+    last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        head, _, tail = stat.rpartition(b")")
+        state, *rest = tail.split()
+        return head.partition(b"(")[2], state, rest
+    except (OSError, ValueError):
+        return None
+
+
+def _pids() -> list[str]:
+    try:
+        return [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
 def descendants(pid: int | None = None, skip: frozenset[int] = frozenset()) -> set[int]:
     """The live processes below `pid` (default: this process), at any depth, leaving out
     the processes in `skip` and everything below them."""
     root = os.getpid() if pid is None else pid
     children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            # "pid (comm) state ppid …": comm may hold spaces and ')', so split after the
-            # last ')'.
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
+    for name in _pids():
+        info = _stat(name)
+        if info is None or not info[2]:
             continue                    # the process ended while this loop ran
-        children.setdefault(ppid, []).append(int(name))
+        children.setdefault(int(info[2][0]), []).append(int(name))
     found: set[int] = set()
     todo = [root]
     while todo:
@@ -47,14 +57,22 @@ def descendants(pid: int | None = None, skip: frozenset[int] = frozenset()) -> s
     return found
 
 
+def group_members(pgid: int) -> list[str]:
+    """The names of the processes of group `pgid` still running (zombies, which only wait
+    for a reaper, left out): what a Ctrl-C to that group left behind."""
+    found = []
+    for name in _pids():
+        info = _stat(name)
+        if info is not None and len(info[2]) > 1 and int(info[2][1]) == pgid \
+                and info[1] != b"Z":
+            found.append(info[0].decode(errors="replace"))
+    return found
+
+
 def _running(pid: int) -> bool:
     """Whether `pid` still runs (a zombie has ended: it only waits for its parent)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] != b"Z"
-    except (OSError, ValueError):
-        return False
+    info = _stat(pid)
+    return info is not None and info[1] != b"Z"
 
 
 def _signal(pids: set[int], sig: int) -> None:

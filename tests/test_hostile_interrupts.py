@@ -21,6 +21,8 @@ import pytest
 from conftest import model_path, require_tool
 from tflite_builder import TensorSpec, single_op_model
 
+from kiln.compiler.processes import group_members
+
 KILN = str(Path(sys.executable).with_name("kiln"))
 STAGING = ".kiln-staging-"
 
@@ -54,22 +56,6 @@ def _ctrl_c(proc: subprocess.Popen, after_s: float, timeout: float = 60
         pass
     out, err = proc.communicate(timeout=timeout)
     return proc.returncode, out, err, time.monotonic() - sent
-
-
-def _live_group_members(pgid: int) -> list[str]:
-    """Processes of group `pgid` still running (zombies waiting for a reaper left out)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            found.append(stat.decode(errors="replace"))
-    return found
 
 
 def _assert_clean_interrupt(code: int, err: str) -> None:
@@ -265,7 +251,7 @@ def test_ctrl_c_during_cached_build_leaves_no_entry(tmp_path, add_model, after_s
     if code != 0:
         _assert_clean_interrupt(code, err)
     time.sleep(0.3)
-    assert _live_group_members(proc.pid) == []
+    assert group_members(proc.pid) == []
     for entry in _project_entries(tmp_path / "cache"):
         assert (entry / "kiln.json").is_file() and (entry / "build" / "firmware").is_file()
     assert _leftovers(tmp_path / "cache") == []
@@ -330,7 +316,7 @@ def test_ctrl_c_stops_kiln_tune_at_once_and_keeps_records_valid(tmp_path):
     _assert_clean_interrupt(proc.returncode, err)
     assert took < 3.0, f"kiln tune took {took:.1f} s to stop"
     time.sleep(0.3)
-    assert _live_group_members(proc.pid) == []
+    assert group_members(proc.pid) == []
     text = records.read_text()
     assert text.endswith("\n")
     assert all(json.loads(line)["status"] for line in text.splitlines())
