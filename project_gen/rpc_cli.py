@@ -85,16 +85,17 @@ def cache_root() -> Path:
     return cache_dir("projects")
 
 
-def _complete_project(folder: Path) -> bool:
-    """Whether `folder` is a whole cached project: a host-driven kiln project with its
-    firmware built. Entries are renamed into place only once built, so anything else is
-    an older kiln's or a damaged one, to be rebuilt."""
+def _complete_project(folder: Path) -> Project | None:
+    """The project in `folder` if it is a whole cached project: a host-driven kiln project
+    with its firmware built; else None. Entries are renamed into place only once built, so
+    anything else is an older kiln's or a damaged one, to be rebuilt."""
     try:
         project = Project.open(folder)
         elf = project.elf
-        return project.mode == "host-driven" and elf.is_file() and elf.stat().st_size > 0
+        whole = project.mode == "host-driven" and elf.is_file() and elf.stat().st_size > 0
+        return project if whole else None
     except (KilnError, OSError, KeyError, TypeError, ValueError):
-        return False
+        return None
 
 
 def host_driven_project(target: str | Path, board: Any, cache: Path | None = None,
@@ -143,8 +144,16 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
                                  tuning_records=tuning_records)
         project.build()      # the entry holds its firmware: a later run only reuses it
 
-    cached_entry(out, _complete_project, build, f"the cached project {out.name}")
-    return Project.open(out)
+    opened: dict[Path, Project] = {}
+
+    def complete(folder: Path) -> bool:       # keeps what it opened: a hit opens it once
+        project = _complete_project(folder)
+        if project is not None:
+            opened[folder] = project
+        return project is not None
+
+    cached_entry(out, complete, build, f"the cached project {out.name}")
+    return opened.get(out) or Project.open(out)
 
 
 def connect(project: Project, args: argparse.Namespace) -> Session:

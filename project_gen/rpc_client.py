@@ -625,6 +625,7 @@ class RpcClient:
         r.check(got_first == first, f"layers from {got_first}, asked from {first}")
         r.check(n <= count and first + n <= num_layers,
                 f"{n} layers from {first}, asked {count} of {num_layers}")
+        r.check(n > 0 or count == 0, f"no layers from {first} of {num_layers}")
         r.check(total < WRAPPED_TICKS, f"{total:,} ticks in total: the device's timer wrapped")
         for k, t in enumerate(ticks):
             r.check(t != SATURATED_U32, f"layer {first + k} took 2^32-1 ticks or more: its "

@@ -31,8 +31,8 @@ from kiln.compiler.ir import Graph
 from .project import Project
 from .rpc_cli import (add_port_arguments, connect, cycles_unit, host_driven_project,
                       ticks_to_cycles)
-from .validate import (FloatReference, Inputs, Progress, Target, format_report, json_safe,
-                       labels_as_classes, validate)
+from .validate import (FloatReference, Inputs, Progress, Target, dequantize_spec, format_report,
+                       json_safe, labels_as_classes, validate)
 
 EXIT_MATCH, EXIT_DIFFERS = 0, 1
 DEFAULT_RANDOM_SAMPLES = 10
@@ -165,8 +165,7 @@ def _inputs(args: argparse.Namespace, specs: list[TensorSpec]) -> Inputs:
             as_float = TensorSpec(spec.name, spec.shape, np.dtype(np.float32), None, None)
             stack = np.stack([s[0] for s in split_samples([x], [as_float])][: len(samples)])
         else:                                    # integer data: its real values
-            q = np.stack([s[i] for s in samples]).astype(np.float32)
-            stack = (q - (spec.zero_point or 0)) * np.float32(spec.scale or 1.0)
+            stack = dequantize_spec(np.stack([s[i] for s in samples]), spec)
         floats.append(stack)
     labels = None
     if args.labels:
