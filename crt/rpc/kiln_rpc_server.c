@@ -50,6 +50,11 @@ extern const char *const kiln_layer_names[];
     KILN_RPC_MAX2(KILN_RPC_MAX2((uint32_t)(KILN_ARENA_BYTES), (uint32_t)(KILN_TUNE_ARENA_BYTES)), 16u)
 
 #if defined(__GNUC__) || defined(__clang__)
+/* The model's layer count as a variable, not the macro: a model may have 0 layers (a
+ * lone RESHAPE aliased away), and `x >= 0u` on the macro trips -Wtype-limits under
+ * -Werror; a const object is not a constant expression, so gcc does not fold it. */
+static const uint32_t kiln_rpc_num_layers = (uint32_t)KILN_NUM_LAYERS;
+
 static uint8_t kiln_rpc_arena_buf[KILN_RPC_ARENA_SIZE] __attribute__((aligned(16)));
 #else
 static union {
@@ -382,12 +387,12 @@ static int kiln_rpc_profile(uint16_t first, uint16_t count, uint16_t warmup, uin
     uint16_t n, w;
     int32_t layer;
     int rc = 0;
-    if ((uint32_t)first >= (uint32_t)KILN_NUM_LAYERS) {
+    if ((uint32_t)first >= kiln_rpc_num_layers) {
         return KILN_RPC_ERR_RANGE;
     }
     n = count;
-    if ((uint32_t)n > (uint32_t)KILN_NUM_LAYERS - first) {
-        n = (uint16_t)((uint32_t)KILN_NUM_LAYERS - first);
+    if ((uint32_t)n > kiln_rpc_num_layers - first) {
+        n = (uint16_t)(kiln_rpc_num_layers - first);
     }
     if ((uint32_t)n > fit) {
         n = (uint16_t)fit;
@@ -597,7 +602,7 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         if (n != 2) {
             return KILN_RPC_ERR_LENGTH;
         }
-        if ((uint32_t)index >= (uint32_t)KILN_NUM_LAYERS) {
+        if ((uint32_t)index >= kiln_rpc_num_layers) {
             return KILN_RPC_ERR_RANGE;
         }
         *end = kiln_wr_str(out, kiln_layer_names[index], KILN_RPC_MAX_LAYER_NAME);
@@ -679,8 +684,8 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         }
         first = kiln_rd16(in);
         count = kiln_rd16(in + 2);
-        if (count == 0u || first >= (uint32_t)KILN_NUM_LAYERS ||
-            count > (uint32_t)KILN_NUM_LAYERS - first) {
+        if (count == 0u || first >= kiln_rpc_num_layers ||
+            count > kiln_rpc_num_layers - first) {
             return KILN_RPC_ERR_RANGE;
         }
         t0 = kiln_platform_ticks();
