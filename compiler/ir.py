@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -83,10 +84,18 @@ class Tensor:
         the digits between `t` and the first `_`; and no other name in generated C starts
         with `t` and a digit (layer constants are l<N>_..., locals have fixed names).
         """
-        tail = "".join(ch if ch.isascii() and ch.isalnum() else "_"
-                       for ch in self.name.split("/")[-1].split(";")[0])
-        tail = "_".join(p for p in tail.lower().split("_") if p)[:32]
-        return f"t{self.id}_{tail}" if tail else f"t{self.id}"
+        return _c_name(self.id, self.name)
+
+
+@lru_cache(maxsize=1 << 16)
+def _c_name(tid: int, name: str) -> str:
+    """Tensor.c_name, cached by (id, name): the planner and code generator ask for it
+    hundreds of thousands of times on a long model, and a name may change (the quantizer
+    renames tensors), so the cache is keyed on both rather than kept on the tensor."""
+    tail = "".join(ch if ch.isascii() and ch.isalnum() else "_"
+                   for ch in name.split("/")[-1].split(";")[0])
+    tail = "_".join(p for p in tail.lower().split("_") if p)[:32]
+    return f"t{tid}_{tail}" if tail else f"t{tid}"
 
 
 @dataclass

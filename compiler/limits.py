@@ -10,6 +10,7 @@ static assert deep in a build ("size of array is negative").
 from __future__ import annotations
 
 from .errors import ModelError
+from .numerics import INT32_MAX
 
 # --- RPC (host-driven firmware and `kiln run`/`profile`/`tune` on a device) -------------
 # crt/rpc/kiln_rpc_server.c, kiln_rpc_check_tensors: the server's tensor tables hold 1..8
@@ -29,7 +30,7 @@ RPC_MAX_STRING = 48
 # --- every firmware -----------------------------------------------------------------------
 # Kernels index the arena and compute buffer offsets in int32_t (the proof of that for each
 # op is kiln.compiler.codegen.bounds): no arena may exceed it.
-ARENA_MAX_BYTES = (1 << 31) - 1
+ARENA_MAX_BYTES = INT32_MAX
 
 MODES = ("standalone", "host-driven")
 

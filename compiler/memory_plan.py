@@ -44,9 +44,6 @@ class Buffer:
     kind: str = "tensor"  # "tensor" or "scratch"
     offset: int = -1
 
-    def overlaps_in_time(self, other: "Buffer") -> bool:
-        return self.first <= other.last and other.first <= self.last
-
 
 @dataclass(frozen=True)
 class Overlap:

@@ -29,8 +29,7 @@ from typing import Callable, Iterable
 
 from ..errors import ModelError
 from ..ir import DTYPES, Graph, Tensor
-
-INT32_MAX = (1 << 31) - 1
+from ..numerics import INT32_MAX
 
 Extreme = tuple[str, int]                   # (C expression, its largest magnitude)
 ExtremesFn = Callable[..., Iterable[Extreme]]

@@ -10,13 +10,11 @@ import hashlib
 import math
 import re
 import struct
-from pathlib import Path
 
 import numpy as np
 import tflite
 
-from ..errors import InputError, ModelError
-from ..fsutil import read_regular_file
+from ..errors import ModelError
 from ..ir import DTYPES, Graph, Op, Quant, Tensor
 
 # TFLite TensorType value → IR dtype name (types kiln can hold; others are reported).
@@ -49,22 +47,6 @@ _FILE_IDENTIFIER = b"TFL3"
 # The largest .tflite kiln reads: flatbuffers cap at 2 GiB, microcontroller models are
 # well under this; a bigger "model" is refused before a byte of it is read.
 MAX_MODEL_BYTES = 1 << 30
-
-
-def load(source: str | Path | bytes) -> Graph:
-    """Parse a .tflite file (path or bytes) into a Graph. Raises ModelError on bad input."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "model"
-    else:
-        path = Path(source)
-        try:   # a regular file of sane size: a FIFO, a device or /dev/zero is refused unread
-            data = read_regular_file(path, "model", MAX_MODEL_BYTES)
-        except InputError as e:
-            raise ModelError(str(e)) from None
-        # A file name that is not UTF-8 (bytes kept as surrogates) would make a model
-        # name no file can be written with: such bytes become U+FFFD.
-        name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return parse(data, name)
 
 
 def _check_activation_quant(quant: Quant, what: str) -> None:
