@@ -48,10 +48,11 @@ from typing import Callable
 
 from _common import models_root
 
+from kiln.compiler.fsutil import STAGING_PREFIX
 from kiln.compiler.processes import group_members
 
 KILN = str(Path(sys.executable).with_name("kiln"))
-STAGING = ".kiln-staging-"
+STAGING = STAGING_PREFIX
 OUTCOMES = ("ok", "interrupted-clean", "python-start", "error", "traceback", "broken")
 
 
@@ -100,7 +101,7 @@ def valid_output(case: Case, trial: Path) -> str | None:
     got = snapshot(trial / case.output)
     if got is None or got == case.old or got == case.reference:
         return None
-    if case.reference is None or got is None:
+    if case.reference is None:
         return "output differs"
     missing = sorted(set(case.reference) - set(got))
     changed = sorted(k for k in got if k in case.reference and got[k] != case.reference[k])

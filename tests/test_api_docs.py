@@ -61,7 +61,7 @@ def test_api_doc_examples_run(tmp_path, monkeypatch):
             exec(compile(block, f"docs/api.md block {i}", "exec"), namespace)   # noqa: S102
         printed = [" ".join(line.split()) for line in out.getvalue().splitlines()]
         pats = _expected(block)
-        for pat in pats:           # each commented print matches one printed line, in order
+        for pat in pats:           # each commented print matches some printed line
             assert any(pat.match(line) for line in printed), (i, pat.pattern, printed)
     assert (work / "fw" / "build" / "firmware.elf").exists() and not (work / "too_big").exists()
     assert os.path.exists(work / "out" / "model.c")

@@ -10,9 +10,7 @@ kiln's own startup, UART and linker script from a rendered project.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 

@@ -21,10 +21,11 @@ import pytest
 from conftest import model_path, require_tool
 from tflite_builder import TensorSpec, single_op_model
 
+from kiln.compiler.fsutil import STAGING_PREFIX
 from kiln.compiler.processes import group_members
 
 KILN = str(Path(sys.executable).with_name("kiln"))
-STAGING = ".kiln-staging-"
+STAGING = STAGING_PREFIX
 
 
 def _env(cache: Path | str, home: Path) -> dict[str, str]:

@@ -263,7 +263,7 @@ def test_step_and_arena_reads_are_bounds_checked(tmp_path):
                     lambda: s.client.write(SPACE_ARENA, 0, 0, b"\x01")):
             with pytest.raises(RpcStatusError):
                 bad()
-        assert s.client.step(0, dev.num_layers) >= 0     # a whole pass in one STEP
+        s.client.step(0, dev.num_layers)   # a whole pass in one STEP: raises unless accepted
 
 
 # -- QEMU --------------------------------------------------------------------------------------------
