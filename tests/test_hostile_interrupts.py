@@ -112,10 +112,24 @@ def _cache_with_kernels(warm: Path, cache: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def python_start_s() -> float:
-    """How long Python takes to start here (before it can run any of kiln's code)."""
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.monotonic() - started
+    """How long Python takes to start here (before it can run any of kiln's code): the
+    longest of 3 starts, as benchmarks/ctrl_c_sweep.py measures it (one low sample on a
+    loaded machine would put a delay inside Python's own start-up)."""
+    runs = []
+    for _ in range(3):
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        runs.append(time.monotonic() - started)
+    return max(runs)
+
+
+def _group_left(pgid: int, within_s: float = 3.0) -> list[str]:
+    """The processes of group `pgid` still running once they have had `within_s` to go
+    (polled: a loaded machine may take longer than a fixed sleep to reap them)."""
+    deadline = time.monotonic() + within_s
+    while (left := group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
 
 
 @pytest.mark.parametrize("after_s", [0.02, 0.1, 0.25])
@@ -251,8 +265,7 @@ def test_ctrl_c_during_cached_build_leaves_no_entry(tmp_path, add_model, after_s
     code, _, err, _ = _ctrl_c(proc, python_start_s + after_s)
     if code != 0:
         _assert_clean_interrupt(code, err)
-    time.sleep(0.3)
-    assert group_members(proc.pid) == []
+    assert _group_left(proc.pid) == []
     for entry in _project_entries(tmp_path / "cache"):
         assert (entry / "kiln.json").is_file() and (entry / "build" / "firmware").is_file()
     assert _leftovers(tmp_path / "cache") == []
@@ -316,8 +329,7 @@ def test_ctrl_c_stops_kiln_tune_at_once_and_keeps_records_valid(tmp_path):
     took = time.monotonic() - sent
     _assert_clean_interrupt(proc.returncode, err)
     assert took < 3.0, f"kiln tune took {took:.1f} s to stop"
-    time.sleep(0.3)
-    assert group_members(proc.pid) == []
+    assert _group_left(proc.pid) == []
     text = records.read_text()
     assert text.endswith("\n")
     assert all(json.loads(line)["status"] for line in text.splitlines())
