@@ -26,7 +26,7 @@ from kiln.compiler.escape import terminal
 from kiln.compiler.fsutil import atomic_write_text
 
 from .boards import BOARD_PATH_VARIABLE, is_kiln_board, list_boards, new_board_toml
-from .flash import add_flash_arguments, flash_firmware, flash_if_asked
+from .flash import add_flash_arguments, flash_if_asked, flash_project, launched_by
 from .console import RunResult
 from kiln.compiler.inputs import random_inputs
 from .project import MANIFEST, MODES, Project, create_project
@@ -161,19 +161,14 @@ def cmd_flash(args: argparse.Namespace) -> int:
                          f"(kiln project create MODEL --board B -o DIR)")
     project = Project.open(target)
     board = project.board
-    if board.runs_on != "board":
-        how = f"QEMU ({board.qemu.machine})" if board.runs_on == "qemu" else "a host process"
+    how = launched_by(board)
+    if how is not None:
         print(f"{board.name} runs on {how}: nothing to flash; `kiln run {project.path}` "
               f"builds it and launches it")
         return 0
-    print(f"flashed {project.path} onto {board.name} with {terminal(flash_project(project, args.port, args.flash_command))}")
+    how = flash_project(project, args.port, args.flash_command)
+    print(f"flashed {project.path} onto {board.name} with {terminal(how)}")
     return 0
-
-
-def flash_project(project: Project, port: str | None, command: str | None) -> str:
-    """Build `project` if needed and flash it (kiln.project_gen.flash); how it was done."""
-    project.build()
-    return flash_firmware(project.board, project.path / "build", port, command)
 
 
 # -- kiln project create / build ---------------------------------------------

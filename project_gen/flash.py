@@ -94,14 +94,22 @@ def flash_with_pyocd(target: str, hex_file: Path, probe: str | None = None) -> s
     return f"pyOCD {target}: {hex_file}"
 
 
+def launched_by(board: Board) -> str | None:
+    """What runs a board kiln launches itself instead of flashing it ("QEMU (mps2-an386)",
+    "a host process"); None for a real board, which is flashed."""
+    if board.runs_on == "qemu":
+        return f"QEMU ({board.qemu.machine})"
+    return "a host process" if board.runs_on == "host" else None
+
+
 def flash_firmware(board: Board, build_dir: Path, port: str | None = None,
                    command: str | None = None) -> str:
     """Flash the firmware built in `build_dir` onto `board`: with `command` when given
     (--flash-command), else the board file's `flashing` (a command, or pyOCD). BoardError
     for a board kiln launches (QEMU, host) or one whose file says nothing of flashing.
     Returns how it was flashed (the command line run, or pyOCD's target and file)."""
-    if board.runs_on != "board":
-        how = f"QEMU ({board.qemu.machine})" if board.runs_on == "qemu" else "a host process"
+    how = launched_by(board)
+    if how is not None:
         raise BoardError(f"{board.name} runs on {how}: there is nothing to flash; `kiln run` "
                          f"launches it")
     if command is None and board.flashing is not None:
@@ -142,12 +150,17 @@ def flash_if_asked(project, args: argparse.Namespace) -> bool:
     if not (getattr(args, "flash", False) or command):
         return False
     board = project.board
-    if board.runs_on != "board":
-        print(f"kiln: note: {board.name} runs on "
-              f"{'QEMU' if board.runs_on == 'qemu' else 'the host'}: nothing to flash, kiln "
+    launcher = launched_by(board)
+    if launcher is not None:
+        print(f"kiln: note: {board.name} runs on {launcher}: nothing to flash, kiln "
               f"launches it", file=sys.stderr)
         return False
-    project.build()
-    how = flash_firmware(board, project.path / "build", getattr(args, "port", None), command)
+    how = flash_project(project, getattr(args, "port", None), command)
     print(f"flashed {project.path} onto {board.name} with {terminal(how)}")
     return True
+
+
+def flash_project(project, port: str | None, command: str | None) -> str:
+    """Build `project` if needed and flash it onto its board; how it was done."""
+    project.build()
+    return flash_firmware(project.board, project.path / "build", port, command)
