@@ -133,6 +133,7 @@ class Artifact:
     # by `board`, its name).
     board_spec: object = field(default=None, repr=False, compare=False)
     _lib: object = field(default=None, repr=False)
+    saved_files: list[str] = field(default_factory=list, repr=False, compare=False)  # by save()
 
     def __repr__(self) -> str:
         """One line (the C sources and the report stay in `files` and `report`)."""
@@ -226,6 +227,7 @@ class Artifact:
                     path.write_text(data)
 
         write_dir(out, write, keep=[n for n in names if n not in top])
+        self.saved_files = sorted(files)      # what the last save wrote, for its caller's report
         return Path(out_dir)
 
     # --- host execution --------------------------------------------------------------

@@ -138,8 +138,7 @@ def cmd_compile(args) -> int:
     art = compile(g, board=args.board, tuning_records=args.tuning_records, optimize=args.optimize)
     out = art.save(args.output, force=args.force, prefix=prefix)
     r = art.report
-    written = sorted({n.split("/")[0] + ("/" if "/" in n else "")
-                      for n in art.output_files(args.output, prefix)})
+    written = sorted({n.split("/")[0] + ("/" if "/" in n else "") for n in art.saved_files})
     print(f"wrote {', '.join(written)} to {out}")
     print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
     print(_memory_line(art))
