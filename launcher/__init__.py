@@ -12,11 +12,18 @@ terminal's SIGINT too, and any still running are ended here; staging folders are
 as the KeyboardInterrupt unwinds (kiln.compiler.fsutil.staging_dir).
 """
 
-import os
-import signal
-import sys
-
 EXIT_INTERRUPTED = 130      # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
+
+try:
+    import _thread
+    import os
+    import signal       # not loaded by Python's start-up: building its enums takes ~1 ms
+    import sys
+    import time
+except KeyboardInterrupt:
+    # A Ctrl-C while these load: kiln has started nothing. SystemExit ends Python quietly.
+    __import__("sys").stderr.write("kiln: interrupted\n")
+    raise SystemExit(EXIT_INTERRUPTED) from None
 
 
 def _say_interrupted() -> None:
@@ -59,19 +66,32 @@ def _quiet_teardown() -> None:
 _sigint_seen = False
 
 
+def _signal_again() -> None:
+    time.sleep(0.001)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 def _on_sigint(signum: int, frame: object) -> None:
     """Python's own handler (raise KeyboardInterrupt), remembering that it ran: a
     KeyboardInterrupt raised inside an import or a class body may reach main() wrapped
     in another exception (numpy's ImportError, the RuntimeError of a __set_name__)."""
     global _sigint_seen
     _sigint_seen = True
+    code = frame.f_code if frame is not None else None
+    if code is not None and code.co_filename.startswith("<frozen importlib") and code.co_name == "cb":
+        # A weakref callback of the import system (a module lock being dropped): Python
+        # prints an exception raised there as "Exception ignored" and carries on. Deliver
+        # the signal again from a thread a millisecond later, once the callback returned.
+        _thread.start_new_thread(_signal_again, ())
+        return
     raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not if ignored
-        signal.signal(signal.SIGINT, _on_sigint)
+    reported = False
     try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not if ignored
+            signal.signal(signal.SIGINT, _on_sigint)
         try:
             from kiln.compiler.cli import main as cli_main
 
@@ -84,11 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise                   # SystemExit from argparse, a kiln bug
             _say_interrupted()
             code = EXIT_INTERRUPTED
+        reported = True
         if code == EXIT_INTERRUPTED:
             _end_children()
         _quiet_teardown()
         return code
-    except KeyboardInterrupt:       # a second Ctrl-C while the first was being reported
+    except KeyboardInterrupt:   # before kiln's handler is set, or while one is being reported
+        if not reported:
+            _say_interrupted()
         _quiet_teardown()
         return EXIT_INTERRUPTED
 
