@@ -129,6 +129,8 @@ class TensorSpec:
 
     ``scale``/``zero_point`` are scalars (per-tensor) or sequences (per-channel along
     ``quantized_dimension``); ``scale=None`` writes no quantization (float, shape tensors).
+    ``variable`` marks a state tensor (is_variable: an op's persistent state, SVDF's or
+    LSTM's, which the interpreter keeps between invocations).
     """
 
     shape: tuple[int, ...]
@@ -138,6 +140,7 @@ class TensorSpec:
     quantized_dimension: int = 0
     data: np.ndarray | None = None
     name: str = ""
+    variable: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -349,6 +352,8 @@ def _tensor(b: flatbuffers.Builder, t: TensorSpec, index: int, buffer: int) -> i
     tflite.TensorAddName(b, name)
     if quant is not None:
         tflite.TensorAddQuantization(b, quant)
+    if t.variable:
+        tflite.TensorAddIsVariable(b, True)
     return tflite.TensorEnd(b)
 
 
@@ -590,6 +595,12 @@ def default_version(op: str, inputs: Sequence[TensorSpec | None],
         return {"int16": 3, "int8": 2}.get(i0, 1)
     if op == "L2_NORMALIZATION":
         return 2 if o0 == "int8" else 1
+    if op == "SVDF":
+        if i0 == "int8":
+            return 3
+        if i1 == "int8":   # hybrid: float input, int8 weights
+            return 4 if opts.get("asymmetric_quantize_inputs") else 2
+        return 1
     return 1
 
 
