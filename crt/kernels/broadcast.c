@@ -1,4 +1,4 @@
-/* broadcast.c - the NHWC broadcast walk of the binary int8 kernels (broadcast.h). */
+/* broadcast.c - the NHWC broadcast walk of the binary kernels (broadcast.h). */
 #include "broadcast.h"
 
 #include <stddef.h>
@@ -34,13 +34,14 @@ static int broadcast_strides(const kiln_dims_t *in, const kiln_dims_t *out, int3
     return 1;
 }
 
-kiln_status_t kiln_broadcast_rows(const void *params,
-                                  const kiln_dims_t *input1_dims, const int8_t *input1,
-                                  const kiln_dims_t *input2_dims, const int8_t *input2,
-                                  const kiln_dims_t *output_dims, int8_t *output,
+kiln_status_t kiln_broadcast_rows(const void *params, int32_t element_bytes,
+                                  const kiln_dims_t *input1_dims, const void *input1,
+                                  const kiln_dims_t *input2_dims, const void *input2,
+                                  const kiln_dims_t *output_dims, void *output,
                                   kiln_row_fn_t row)
 {
-    if (input1 == NULL || input2 == NULL || output == NULL || !dims_valid(input1_dims) ||
+    if (input1 == NULL || input2 == NULL || output == NULL || element_bytes < 1 ||
+        !dims_valid(input1_dims) ||
         !dims_valid(input2_dims) || !dims_valid(output_dims)) {
         return KILN_ERR_ARG;
     }
@@ -56,14 +57,19 @@ kiln_status_t kiln_broadcast_rows(const void *params,
             output_dims->n * output_dims->h * output_dims->w * depth);
         return KILN_OK;
     }
-    int8_t *out = output;
+    /* Byte pointers: element offsets scaled by the element size (size_t, as the
+     * byte offset of an int16 tensor may pass INT32_MAX / 2 elements). */
+    const size_t size = (size_t)element_bytes;
+    const char *in1 = (const char *)input1;
+    const char *in2 = (const char *)input2;
+    char *out = (char *)output;
     for (int32_t n = 0; n < output_dims->n; ++n) {
         for (int32_t h = 0; h < output_dims->h; ++h) {
             for (int32_t w = 0; w < output_dims->w; ++w) {
-                const int8_t *a = input1 + n * s1[0] + h * s1[1] + w * s1[2];
-                const int8_t *b = input2 + n * s2[0] + h * s2[1] + w * s2[2];
+                const char *a = in1 + size * (size_t)(n * s1[0] + h * s1[1] + w * s1[2]);
+                const char *b = in2 + size * (size_t)(n * s2[0] + h * s2[1] + w * s2[2]);
                 row(params, a, s1[3], b, s2[3], out, depth);
-                out += depth;
+                out += size * (size_t)depth;
             }
         }
     }

@@ -1,5 +1,6 @@
 /*
- * elementwise.c - int8 ADD, SUB, MUL, MAXIMUM, MINIMUM with broadcasting.
+ * elementwise.c - int8 ADD, SUB, MUL, MAXIMUM, MINIMUM and int16 ADD, SUB, MUL,
+ * with broadcasting.
  *
  * Each op is a "row" function over a contiguous run of the output, reading
  * each input either elementwise (step 1) or as one broadcast scalar (step 0).
@@ -19,73 +20,118 @@ static inline int32_t requant_below_one(int32_t x, int32_t multiplier, int32_t s
     return kiln_rounding_divide_by_pot(kiln_sat_rounding_doubling_high_mul(x, multiplier), -shift);
 }
 
-/* An input on the common scale. |x + offset| <= 255, so with left_shift <= 22
- * the shifted value stays below 2^30; the multiplier is below one, so the
- * result is no larger. */
+/* An input on the common scale. int8: |x + offset| <= 255, so with left_shift
+ * <= 22 the shifted value stays below 2^30. int16 (offset 0, TFLM's symmetric
+ * int16): |x| <= 2^15 and left_shift <= 15 (TFLM uses 15) keep it within 2^30.
+ * The multiplier is below one, so the result is no larger, and the sum of two
+ * fits int32. */
 static inline int32_t add_input(int32_t x, int32_t offset, int32_t left_shift, kiln_requant_t r)
 {
     return requant_below_one((x + offset) * (1 << left_shift), r.multiplier, r.shift);
 }
 
 /* The sum (or difference) of two values below 2^30 in magnitude fits int32. */
-static inline int8_t add_output(int32_t raw, const kiln_add_params_t *p)
+static inline int32_t add_output(int32_t raw, const kiln_add_params_t *p, int32_t lo,
+                                 int32_t hi)
 {
     const int32_t y = requant_below_one(raw, p->output.multiplier, p->output.shift) +
                       p->output_offset;
-    return (int8_t)kiln_clamp(y, p->activation.min, p->activation.max);
+    return kiln_clamp(y, lo, hi);
 }
 
-/* sign = +1 for ADD, -1 for SUB: a - b == a + (-b) exactly, as both are
- * computed the same way before the sum. */
-static inline void addsub_row(const kiln_add_params_t *p, const int8_t *a, int32_t a_step,
-                              const int8_t *b, int32_t b_step, int8_t *out, int32_t len,
-                              int32_t sign)
-{
-    const int32_t off1 = p->input1_offset;
-    const int32_t off2 = p->input2_offset;
-    const int32_t shift = p->left_shift;
-    const kiln_requant_t r1 = p->input1;
-    const kiln_requant_t r2 = p->input2;
-    if (a_step != 0 && b_step != 0) {
-        for (int32_t i = 0; i < len; ++i) {
-            const int32_t sa = add_input(a[i], off1, shift, r1);
-            const int32_t sb = add_input(b[i], off2, shift, r2);
-            out[i] = add_output(sa + sign * sb, p);
-        }
-    } else if (a_step == 0) {
-        const int32_t sa = add_input(a[0], off1, shift, r1);
-        for (int32_t i = 0; i < len; ++i) {
-            const int32_t sb = add_input(b[i * b_step], off2, shift, r2);
-            out[i] = add_output(sa + sign * sb, p);
-        }
-    } else {
-        const int32_t sb = sign * add_input(b[0], off2, shift, r2);
-        for (int32_t i = 0; i < len; ++i) {
-            out[i] = add_output(add_input(a[i], off1, shift, r1) + sb, p);
-        }
+/* One row of ADD (sign = +1) or SUB (sign = -1) over elements of type T: a - b
+ * == a + (-b) exactly, as both are computed the same way before the sum. The
+ * scalar side of a broadcast row is rescaled once. */
+#define KILN_ADDSUB_ROW(name, T)                                                          \
+    static inline void name(const kiln_add_params_t *p, const T *a, int32_t a_step,       \
+                            const T *b, int32_t b_step, T *out, int32_t len,             \
+                            int32_t sign, int32_t lo, int32_t hi)                        \
+    {                                                                                     \
+        const int32_t off1 = p->input1_offset;                                            \
+        const int32_t off2 = p->input2_offset;                                            \
+        const int32_t shift = p->left_shift;                                              \
+        const kiln_requant_t r1 = p->input1;                                              \
+        const kiln_requant_t r2 = p->input2;                                              \
+        if (a_step != 0 && b_step != 0) {                                                 \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                const int32_t sa = add_input(a[i], off1, shift, r1);                      \
+                const int32_t sb = add_input(b[i], off2, shift, r2);                      \
+                out[i] = (T)add_output(sa + sign * sb, p, lo, hi);                        \
+            }                                                                             \
+        } else if (a_step == 0) {                                                         \
+            const int32_t sa = add_input(a[0], off1, shift, r1);                          \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                const int32_t sb = add_input(b[i * b_step], off2, shift, r2);             \
+                out[i] = (T)add_output(sa + sign * sb, p, lo, hi);                        \
+            }                                                                             \
+        } else {                                                                          \
+            const int32_t sb = sign * add_input(b[0], off2, shift, r2);                   \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                out[i] = (T)add_output(add_input(a[i], off1, shift, r1) + sb, p, lo, hi); \
+            }                                                                             \
+        }                                                                                 \
     }
+
+KILN_ADDSUB_ROW(addsub_row_s8, int8_t)
+KILN_ADDSUB_ROW(addsub_row_s16, int16_t)
+
+/* The activation clamp, further limited to the element type (a caller's range
+ * wider than the type cannot make a store wrap). */
+static void add_row(const void *params, const void *a, int32_t a_step, const void *b,
+                    int32_t b_step, void *out, int32_t len)
+{
+    const kiln_add_params_t *p = (const kiln_add_params_t *)params;
+    addsub_row_s8(p, (const int8_t *)a, a_step, (const int8_t *)b, b_step, (int8_t *)out,
+                  len, 1, kiln_max_i32(p->activation.min, INT8_MIN),
+                  kiln_min_i32(p->activation.max, INT8_MAX));
 }
 
-static void add_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                    int32_t b_step, int8_t *out, int32_t len)
+static void sub_row(const void *params, const void *a, int32_t a_step, const void *b,
+                    int32_t b_step, void *out, int32_t len)
 {
-    addsub_row((const kiln_add_params_t *)params, a, a_step, b, b_step, out, len, 1);
+    const kiln_add_params_t *p = (const kiln_add_params_t *)params;
+    addsub_row_s8(p, (const int8_t *)a, a_step, (const int8_t *)b, b_step, (int8_t *)out,
+                  len, -1, kiln_max_i32(p->activation.min, INT8_MIN),
+                  kiln_min_i32(p->activation.max, INT8_MAX));
 }
 
-static void sub_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                    int32_t b_step, int8_t *out, int32_t len)
+static void add_row_s16(const void *params, const void *a, int32_t a_step, const void *b,
+                        int32_t b_step, void *out, int32_t len)
 {
-    addsub_row((const kiln_add_params_t *)params, a, a_step, b, b_step, out, len, -1);
+    const kiln_add_params_t *p = (const kiln_add_params_t *)params;
+    addsub_row_s16(p, (const int16_t *)a, a_step, (const int16_t *)b, b_step,
+                   (int16_t *)out, len, 1, kiln_max_i32(p->activation.min, INT16_MIN),
+                   kiln_min_i32(p->activation.max, INT16_MAX));
+}
+
+static void sub_row_s16(const void *params, const void *a, int32_t a_step, const void *b,
+                        int32_t b_step, void *out, int32_t len)
+{
+    const kiln_add_params_t *p = (const kiln_add_params_t *)params;
+    addsub_row_s16(p, (const int16_t *)a, a_step, (const int16_t *)b, b_step,
+                   (int16_t *)out, len, -1, kiln_max_i32(p->activation.min, INT16_MIN),
+                   kiln_min_i32(p->activation.max, INT16_MAX));
 }
 
 static int add_params_valid(const kiln_add_params_t *p)
 {
     return p != NULL && p->left_shift >= 0 && p->left_shift <= 22 &&
+           p->input1_offset >= -127 && p->input1_offset <= 128 &&
+           p->input2_offset >= -127 && p->input2_offset <= 128 &&
            p->input1.shift <= 0 && p->input1.shift >= -31 &&
            p->input2.shift <= 0 && p->input2.shift >= -31 &&
            p->output.shift <= 0 && p->output.shift >= -31 &&
-           p->input1_offset >= -127 && p->input1_offset <= 128 &&
-           p->input2_offset >= -127 && p->input2_offset <= 128 &&
+           p->activation.min <= p->activation.max;
+}
+
+/* int16: symmetric inputs (offset 0), left_shift <= 15: |x| << 15 <= 2^30. */
+static int add_params_valid_s16(const kiln_add_params_t *p)
+{
+    return p != NULL && p->left_shift >= 0 && p->left_shift <= 15 &&
+           p->input1_offset == 0 && p->input2_offset == 0 &&
+           p->input1.shift <= 0 && p->input1.shift >= -31 &&
+           p->input2.shift <= 0 && p->input2.shift >= -31 &&
+           p->output.shift <= 0 && p->output.shift >= -31 &&
            p->activation.min <= p->activation.max;
 }
 
@@ -97,7 +143,7 @@ kiln_status_t kiln_add_s8(const kiln_add_params_t *params,
     if (!add_params_valid(params)) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, add_row);
 }
 
@@ -109,14 +155,41 @@ kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
     if (!add_params_valid(params)) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, sub_row);
 }
 
-static void add_lut_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                        int32_t b_step, int8_t *out, int32_t len)
+kiln_status_t kiln_add_s16(const kiln_add_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (!add_params_valid_s16(params)) {
+        return KILN_ERR_ARG;
+    }
+    return kiln_broadcast_rows(params, 2, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, add_row_s16);
+}
+
+kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (!add_params_valid_s16(params)) {
+        return KILN_ERR_ARG;
+    }
+    return kiln_broadcast_rows(params, 2, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, sub_row_s16);
+}
+
+static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
+                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
 {
     const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
+    const int8_t *a = (const int8_t *)a_row;
+    const int8_t *b = (const int8_t *)b_row;
+    int8_t *out = (int8_t *)out_row;
     const int32_t *t1 = p->input1 + 128;
     const int32_t *t2 = p->input2 + 128;
     const int32_t multiplier = p->output.multiplier;
@@ -148,15 +221,16 @@ kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, add_lut_row);
 }
 
 /* --- MUL ------------------------------------------------------------------------ */
 
-/* |(x1 + off1) * (x2 + off2)| <= 255 * 255 < 2^16: the product fits int32.
- * kiln_requantize with its shift split hoisted out of the loop: a positive
- * shift is applied before the multiply with TFLite's int32 wrap-around. */
+/* int8: |(x1 + off1) * (x2 + off2)| <= 255 * 255 < 2^16; int16 (offsets 0):
+ * |x1 * x2| <= 2^30. Either product fits int32. kiln_requantize with its shift
+ * split hoisted out of the loop: a positive shift is applied before the
+ * multiply with TFLite's int32 wrap-around. */
 typedef struct {
     int32_t multiplier;
     int32_t left_shift;
@@ -166,39 +240,54 @@ typedef struct {
     int32_t hi;
 } mul_out_t;
 
-static inline int8_t mul_output(int32_t product, const mul_out_t *q)
+static inline int32_t mul_output(int32_t product, const mul_out_t *q)
 {
     const int32_t shifted = (int32_t)((uint32_t)product << q->left_shift);
     const int32_t y = kiln_rounding_divide_by_pot(
         kiln_sat_rounding_doubling_high_mul(shifted, q->multiplier), q->right_shift) + q->offset;
-    return (int8_t)kiln_clamp(y, q->lo, q->hi);
+    return kiln_clamp(y, q->lo, q->hi);
 }
 
-static void mul_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                    int32_t b_step, int8_t *out, int32_t len)
+/* The output stage of a MUL, its clamp limited to the element range [lo, hi]. */
+static mul_out_t mul_out(const kiln_mul_params_t *p, int32_t lo, int32_t hi)
 {
-    const kiln_mul_params_t *p = (const kiln_mul_params_t *)params;
     const mul_out_t q = {p->output.multiplier, p->output.shift > 0 ? p->output.shift : 0,
                          p->output.shift > 0 ? 0 : -p->output.shift, p->output_offset,
-                         p->activation.min, p->activation.max};
-    const int32_t off1 = p->input1_offset;
-    const int32_t off2 = p->input2_offset;
-    if (a_step != 0 && b_step != 0) {
-        for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output((a[i] + off1) * (b[i] + off2), &q);
-        }
-    } else if (a_step == 0) {
-        const int32_t va = a[0] + off1;
-        for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output(va * (b[i * b_step] + off2), &q);
-        }
-    } else {
-        const int32_t vb = b[0] + off2;
-        for (int32_t i = 0; i < len; ++i) {
-            out[i] = mul_output((a[i] + off1) * vb, &q);
-        }
-    }
+                         kiln_max_i32(p->activation.min, lo),
+                         kiln_min_i32(p->activation.max, hi)};
+    return q;
 }
+
+#define KILN_MUL_ROW(name, T, LO, HI)                                                     \
+    static void name(const void *params, const void *a_row, int32_t a_step,              \
+                     const void *b_row, int32_t b_step, void *out_row, int32_t len)      \
+    {                                                                                     \
+        const kiln_mul_params_t *p = (const kiln_mul_params_t *)params;                   \
+        const T *a = (const T *)a_row;                                                    \
+        const T *b = (const T *)b_row;                                                    \
+        T *out = (T *)out_row;                                                            \
+        const mul_out_t q = mul_out(p, LO, HI);                                           \
+        const int32_t off1 = p->input1_offset;                                            \
+        const int32_t off2 = p->input2_offset;                                            \
+        if (a_step != 0 && b_step != 0) {                                                 \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                out[i] = (T)mul_output((a[i] + off1) * (b[i] + off2), &q);                \
+            }                                                                             \
+        } else if (a_step == 0) {                                                         \
+            const int32_t va = a[0] + off1;                                               \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                out[i] = (T)mul_output(va * (b[i * b_step] + off2), &q);                  \
+            }                                                                             \
+        } else {                                                                          \
+            const int32_t vb = b[0] + off2;                                               \
+            for (int32_t i = 0; i < len; ++i) {                                           \
+                out[i] = (T)mul_output((a[i] + off1) * vb, &q);                           \
+            }                                                                             \
+        }                                                                                 \
+    }
+
+KILN_MUL_ROW(mul_row, int8_t, INT8_MIN, INT8_MAX)
+KILN_MUL_ROW(mul_row_s16, int16_t, INT16_MIN, INT16_MAX)
 
 kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
                           const kiln_dims_t *input1_dims, const int8_t *input1,
@@ -211,15 +300,32 @@ kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, mul_row);
+}
+
+kiln_status_t kiln_mul_s16(const kiln_mul_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (params == NULL || params->output.shift < -31 || params->output.shift > 30 ||
+        params->input1_offset != 0 || params->input2_offset != 0 ||
+        params->activation.min > params->activation.max) {
+        return KILN_ERR_ARG;
+    }
+    return kiln_broadcast_rows(params, 2, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, mul_row_s16);
 }
 
 /* --- MAXIMUM / MINIMUM --------------------------------------------------------------- */
 
-static void maximum_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                        int32_t b_step, int8_t *out, int32_t len)
+static void maximum_row(const void *params, const void *a_row, int32_t a_step,
+                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
 {
+    const int8_t *a = (const int8_t *)a_row;
+    const int8_t *b = (const int8_t *)b_row;
+    int8_t *out = (int8_t *)out_row;
     (void)params;
     for (int32_t i = 0; i < len; ++i) {
         const int8_t x = a[i * a_step];
@@ -228,9 +334,12 @@ static void maximum_row(const void *params, const int8_t *a, int32_t a_step, con
     }
 }
 
-static void minimum_row(const void *params, const int8_t *a, int32_t a_step, const int8_t *b,
-                        int32_t b_step, int8_t *out, int32_t len)
+static void minimum_row(const void *params, const void *a_row, int32_t a_step,
+                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
 {
+    const int8_t *a = (const int8_t *)a_row;
+    const int8_t *b = (const int8_t *)b_row;
+    int8_t *out = (int8_t *)out_row;
     (void)params;
     for (int32_t i = 0; i < len; ++i) {
         const int8_t x = a[i * a_step];
@@ -243,7 +352,7 @@ kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    return kiln_broadcast_rows(NULL, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(NULL, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, maximum_row);
 }
 
@@ -251,6 +360,6 @@ kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    return kiln_broadcast_rows(NULL, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(NULL, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, minimum_row);
 }

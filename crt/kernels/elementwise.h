@@ -1,5 +1,6 @@
 /*
- * elementwise.h - int8 binary elementwise ops: ADD, SUB, MUL, MAXIMUM, MINIMUM.
+ * elementwise.h - binary elementwise ops: ADD, SUB, MUL, MAXIMUM, MINIMUM (int8),
+ * ADD, SUB, MUL (int16, symmetric: zero point 0).
  *
  * Bit-exact with TFLM's reference kernels (reference_integer_ops::Add/Mul,
  * reference_ops::Sub, MaximumMinimumBroadcastSlow).
@@ -11,7 +12,8 @@
  * innermost (c) run is as long as possible; a kernel reads its inputs through
  * per-dim strides of 0 (broadcast) or the input's own stride.
  *
- * Values: inputs and output int8, any zero point in [-128, 127]. The output may
+ * Values: int8 inputs and output with any zero point in [-128, 127]; int16
+ * inputs with zero point 0 (TFLM's 16x8 quantization). The output may
  * alias an input of the output's dims (each element is read before it is
  * written), not a broadcast one.
  */
@@ -53,6 +55,20 @@ kiln_status_t kiln_sub_s8(const kiln_add_params_t *params,
                           const kiln_dims_t *input2_dims, const int8_t *input2,
                           const kiln_dims_t *output_dims, int8_t *output);
 
+/* int16 ADD and SUB: the same arithmetic with left_shift 15 (TFLM's int16
+ * value; at most 15 here), input offsets 0, the activation an int16 range.
+ * TFLM runs this general path for every int16 ADD/SUB, also for power-of-two
+ * scales (the converter's pot_scale_int16 flag is not read). */
+kiln_status_t kiln_add_s16(const kiln_add_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output);
+
 /* ADD and SUB with the inputs' rescaling precomputed: for every int8 value x,
  * input1[x + 128] = requant((x + input1_offset) << left_shift, input1) of
  * kiln_add_params_t (negated in input2 for SUB, which is exact: a - b and
@@ -90,6 +106,13 @@ kiln_status_t kiln_mul_s8(const kiln_mul_params_t *params,
                           const kiln_dims_t *input1_dims, const int8_t *input1,
                           const kiln_dims_t *input2_dims, const int8_t *input2,
                           const kiln_dims_t *output_dims, int8_t *output);
+
+/* int16 MUL: offsets 0 (TFLM requires zero points 0), |x1 * x2| <= 2^30, the
+ * same requantization; the output offset is 0 too in TFLM's models. */
+kiln_status_t kiln_mul_s16(const kiln_mul_params_t *params,
+                           const kiln_dims_t *input1_dims, const int16_t *input1,
+                           const kiln_dims_t *input2_dims, const int16_t *input2,
+                           const kiln_dims_t *output_dims, int16_t *output);
 
 /* MAXIMUM / MINIMUM on the raw int8 values. Like TFLM, no rescaling: the
  * converter gives both inputs and the output the same quantization. */

@@ -12,9 +12,13 @@
 
 /* One row of an element function: the row form kiln_broadcast_rows() takes. */
 #define KILN_ROW_OF(element)                                                             \
-    static void element##_row(const void *params, const int8_t *a, int32_t a_step,      \
-                              const int8_t *b, int32_t b_step, int8_t *out, int32_t len) \
+    static void element##_row(const void *params, const void *a_row, int32_t a_step,    \
+                              const void *b_row, int32_t b_step, void *out_row,          \
+                              int32_t len)                                               \
     {                                                                                    \
+        const int8_t *a = (const int8_t *)a_row;                                         \
+        const int8_t *b = (const int8_t *)b_row;                                         \
+        int8_t *out = (int8_t *)out_row;                                                 \
         for (int32_t i = 0; i < len; ++i) {                                              \
             out[i] = element(params, a[i * a_step], b[i * b_step]);                      \
         }                                                                                \
@@ -52,7 +56,7 @@ kiln_status_t kiln_squared_difference_s8(const kiln_squared_difference_params_t 
         params->input2_offset < -127 || params->input2_offset > 128) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input1_dims, input1, input2_dims, input2,
+    return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, squared_difference_row);
 }
 
@@ -85,6 +89,6 @@ kiln_status_t kiln_prelu_s8(const kiln_prelu_params_t *params,
         params->alpha_offset < -127 || params->alpha_offset > 128) {
         return KILN_ERR_ARG;
     }
-    return kiln_broadcast_rows(params, input_dims, input, alpha_dims, alpha, output_dims,
+    return kiln_broadcast_rows(params, 1, input_dims, input, alpha_dims, alpha, output_dims,
                                output, prelu_row);
 }

@@ -4,6 +4,8 @@
  */
 #include "quantize.h"
 
+#include "kiln_math.h"
+
 static int32_t dims_count(const kiln_dims_t *d)
 {
     if (d == NULL || d->n <= 0 || d->h <= 0 || d->w <= 0 || d->c <= 0) {
@@ -133,3 +135,44 @@ kiln_status_t kiln_lut_s8_s16(const kiln_lut_s16_params_t *params,
     }
     return KILN_OK;
 }
+
+/* --- int16 requantization ------------------------------------------------------- */
+
+/* One value of TFLM's Requantize, before the clamp to the output type. The
+ * offset is added with int32 wrap-around, as TFLite's int32 addition. */
+static inline int32_t requantize_value(int32_t x, const kiln_requantize_params_t *p)
+{
+    const int32_t r = kiln_requantize(x + p->input_offset, p->requant.multiplier,
+                                      p->requant.shift);
+    return (int32_t)((uint32_t)r + (uint32_t)p->output_offset);
+}
+
+static int requantize_args_valid(const kiln_requantize_params_t *params, const void *input,
+                                 const kiln_dims_t *input_dims, const void *output,
+                                 const kiln_dims_t *output_dims)
+{
+    const int32_t count = dims_count(input_dims);
+    return params != NULL && input != NULL && output != NULL && count >= 0 &&
+           count == dims_count(output_dims) && params->requant.shift >= -31 &&
+           params->requant.shift <= 30 && params->input_offset >= -32767 &&
+           params->input_offset <= 32768;
+}
+
+#define KILN_REQUANTIZE_S16(name, T, LO, HI)                                              \
+    kiln_status_t name(const kiln_requantize_params_t *params,                          \
+                       const kiln_dims_t *input_dims, const int16_t *input,             \
+                       const kiln_dims_t *output_dims, T *output)                       \
+    {                                                                                    \
+        if (!requantize_args_valid(params, input, input_dims, output, output_dims)) {   \
+            return KILN_ERR_ARG;                                                         \
+        }                                                                                \
+        const int32_t count = dims_count(input_dims);                                    \
+        for (int32_t i = 0; i < count; ++i) {                                            \
+            output[i] = (T)kiln_clamp(requantize_value(input[i], params), LO, HI);       \
+        }                                                                                \
+        return KILN_OK;                                                                  \
+    }
+
+KILN_REQUANTIZE_S16(kiln_requantize_s16_s8, int8_t, INT8_MIN, INT8_MAX)
+KILN_REQUANTIZE_S16(kiln_requantize_s16_s16, int16_t, INT16_MIN, INT16_MAX)
+KILN_REQUANTIZE_S16(kiln_requantize_s16_s32, int32_t, INT32_MIN, INT32_MAX)

@@ -6,11 +6,12 @@
  * float operations are mirrored one for one so results are bit-exact on any
  * IEEE-754 single-precision FPU or soft-float library. int8 -> int8 and
  * int8 -> int16 QUANTIZE (requantization) are table lookups filled by the
- * compiler: kiln_lut_s8 (activation.h) and kiln_lut_s8_s16 below.
+ * compiler: kiln_lut_s8 (activation.h) and kiln_lut_s8_s16 below; int16 inputs
+ * requantize with kiln_requantize_s16_*.
  *
  * In place: the float -> int kernels may write over their input (an output
  * element never overtakes the input still to be read); the widening ones
- * (dequantize, int8 -> int16) may not.
+ * (dequantize, int8 -> int16, int16 -> int32) may not; int16 -> int8/int16 may.
  */
 #ifndef KILN_QUANTIZE_H
 #define KILN_QUANTIZE_H
@@ -60,6 +61,29 @@ typedef struct {
 kiln_status_t kiln_lut_s8_s16(const kiln_lut_s16_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int16_t *output);
+
+/* int16 -> int8 / int16 / int32 requantization (QUANTIZE between quantized
+ * types), TFLM's reference_ops::Requantize:
+ *   y = clamp(requant(x + input_offset) + output_offset, output type range)
+ * with TFLite's int32 wrap-around where it wraps (a positive shift before the
+ * multiply, the output offset's addition). */
+typedef struct {
+    kiln_requant_t requant;    /* input scale / output scale; shift in [-31, 30] */
+    int32_t input_offset;      /* -input zero point, in [-32767, 32768] */
+    int32_t output_offset;     /* output zero point */
+} kiln_requantize_params_t;
+
+kiln_status_t kiln_requantize_s16_s8(const kiln_requantize_params_t *params,
+                                     const kiln_dims_t *input_dims, const int16_t *input,
+                                     const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_requantize_s16_s16(const kiln_requantize_params_t *params,
+                                      const kiln_dims_t *input_dims, const int16_t *input,
+                                      const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_requantize_s16_s32(const kiln_requantize_params_t *params,
+                                      const kiln_dims_t *input_dims, const int16_t *input,
+                                      const kiln_dims_t *output_dims, int32_t *output);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,11 @@
-"""Lowerings: int8 ADD, SUB, MUL, MAXIMUM, MINIMUM (with broadcasting).
+"""Lowerings: int8 ADD, SUB, MUL, MAXIMUM, MINIMUM and int16 ADD, SUB, MUL (with
+broadcasting).
 
 Parameters are derived as TFLM's Prepare() does (add_common.cc, sub_common.cc,
-mul_common.cc): multipliers in double from the float32 scales. Broadcast shapes are
+mul_common.cc): multipliers in double from the float32 scales. int16 (16x8 models) is
+symmetric: TFLM requires zero point 0 for MUL, and kiln for all three (what the
+converter writes). TFLM runs int16 ADD/SUB on the general path with a left shift of 15
+whatever the options' pot_scale_int16 says, so kiln does too. Broadcast shapes are
 collapsed here, so the kernel sees at most 4 dims with the longest possible innermost run.
 Large ADD/SUB use a table variant (`kiln_add_lut_s8`); `add_variant` is the one place that
 chooses.
@@ -11,10 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...numerics import quantize_multiplier, requantize
-from ..lowering import LayerCode, LowerCtx, fused_range, lowering, qparams
+from ...numerics import activation_range, quantize_multiplier, requantize
+from ..lowering import LayerCode, LowerCtx, lowering, qparams
 
 _LEFT_SHIFT = 20            # TFLM's headroom for int8 ADD/SUB
+_LEFT_SHIFT_S16 = 15        # and for int16 ADD/SUB (65535 << 15 < 2^31)
+_RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
 # ADD/SUB over at least this many output elements use kiln_add_lut_s8: two 1 KB tables
 # of pre-scaled inputs replace two of the three multiplies per element.
 ADD_LUT_MIN_ELEMENTS = 1024
@@ -76,11 +82,18 @@ def _dims_literal(shape: tuple[int, ...]) -> str:
 def check_broadcast_int8(ctx: LowerCtx) -> str | None:
     """Two int8 inputs that broadcast to the int8 output in at most 4 merged dims (what
     the C broadcast walk, crt/kernels/broadcast.h, takes)."""
+    return check_broadcast(ctx, ("int8",))
+
+
+def check_broadcast(ctx: LowerCtx, dtypes: tuple[str, ...]) -> str | None:
+    """Two inputs of one of `dtypes` that broadcast to an output of the same type in at
+    most 4 merged dims."""
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
     if a is None or b is None:
         return "needs two inputs"
-    if not (a.dtype == b.dtype == out.dtype == "int8"):
-        return f"only int8 is supported (got {a.dtype}, {b.dtype} -> {out.dtype})"
+    if not (a.dtype == b.dtype == out.dtype and a.dtype in dtypes):
+        return (f"only {' or '.join(dtypes)} is supported "
+                f"(got {a.dtype}, {b.dtype} -> {out.dtype})")
     shape = broadcast_shape(a.shape, b.shape)
     if shape is None or _strip_ones(shape) != _strip_ones(out.shape):
         return (f"input shapes {list(a.shape)} and {list(b.shape)} do not broadcast to "
@@ -91,7 +104,7 @@ def check_broadcast_int8(ctx: LowerCtx) -> str | None:
 
 
 def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
-    problem = check_broadcast_int8(ctx)
+    problem = check_broadcast(ctx, ("int8", "int16") if quantized else ("int8",))
     if problem:
         return problem
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
@@ -101,10 +114,24 @@ def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
                 return f"tensor {t.name} needs per-tensor quantization"
             if float(t.quant.scale[0]) <= 0:
                 return f"tensor {t.name} has a non-positive scale"
+            if t.dtype == "int16" and qparams(t)[1] != 0:
+                return (f"int16 tensor {t.name} has zero point {qparams(t)[1]}; 16x8 "
+                        "quantization is symmetric (zero point 0)")
         act = ctx.op.options.get("fused_activation_function", "NONE")
         if act not in _QUANTIZED_ACTIVATIONS:
-            return f"fused activation {act} is not supported on int8"
+            return f"fused activation {act} is not supported on {a.dtype}"
+        lo, hi = _fused_range(ctx)
+        if lo > hi:
+            return f"fused activation {act} leaves an empty output range [{lo}, {hi}]"
     return None
+
+
+def _fused_range(ctx: LowerCtx) -> tuple[int, int]:
+    """The fused activation's clamp in the output's quantized domain and type range."""
+    out = ctx.output(0)
+    scale, zp = qparams(out)
+    act = ctx.op.options.get("fused_activation_function", "NONE")
+    return activation_range(act, scale, zp, *_RANGES[out.dtype])
 
 
 def _check_add(ctx: LowerCtx) -> str | None:
@@ -133,6 +160,10 @@ def _check_mul(ctx: LowerCtx) -> str | None:
 
 # --- parameter derivation ------------------------------------------------------------
 
+def _left_shift(ctx: LowerCtx) -> int:
+    return _LEFT_SHIFT_S16 if ctx.output(0).dtype == "int16" else _LEFT_SHIFT
+
+
 def _add_multipliers(ctx: LowerCtx) -> tuple[float, float, float]:
     """The input1, input2 and output real multipliers of ADD and SUB, in double from the
     float32 scales (add_common.cc). Some TFLM sources divide SUB's scales in float32
@@ -142,7 +173,7 @@ def _add_multipliers(ctx: LowerCtx) -> tuple[float, float, float]:
     s2, _ = qparams(ctx.input(1))
     so, _ = qparams(ctx.output(0))
     twice_max = 2.0 * max(s1, s2)
-    return s1 / twice_max, s2 / twice_max, twice_max / ((1 << _LEFT_SHIFT) * so)
+    return s1 / twice_max, s2 / twice_max, twice_max / ((1 << _left_shift(ctx)) * so)
 
 
 def _requant_literal(real: float) -> str:
@@ -173,9 +204,11 @@ def _call(kernel: str, ctx: LowerCtx, params: str | None) -> str:
 
 # --- lowerings -----------------------------------------------------------------------
 
-def add_variant(op_type: str, output_elements: int) -> str:
+def add_variant(op_type: str, output_elements: int, dtype: str = "int8") -> str:
     """The ADD/SUB kernel for an output of this many elements (the only place the
     choice is made)."""
+    if dtype == "int16":
+        return "kiln_add_s16" if op_type == "ADD" else "kiln_sub_s16"
     if output_elements >= ADD_LUT_MIN_ELEMENTS:
         return "kiln_add_lut_s8"
     return "kiln_add_s8" if op_type == "ADD" else "kiln_sub_s8"
@@ -196,10 +229,10 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     _, z2 = qparams(b)
     _, zo = qparams(out)
     r1, r2, ro = _add_multipliers(ctx)
-    lo, hi = fused_range(ctx, out)
+    lo, hi = _fused_range(ctx)
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
-    kernel = add_variant(ctx.op.type, out.size)
+    kernel = add_variant(ctx.op.type, out.size, out.dtype)
     if kernel == "kiln_add_lut_s8":
         sign = 1 if ctx.op.type == "ADD" else -1
         t1 = ctx.const("input1_table", add_input_table(z1, r1), "int32_t",
@@ -221,7 +254,7 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
             f"    .input1_offset = {-z1},",
             f"    .input2_offset = {-z2},",
             f"    .output_offset = {zo},",
-            f"    .left_shift = {_LEFT_SHIFT},",
+            f"    .left_shift = {_left_shift(ctx)},",
             f"    .input1 = {_requant_literal(r1)}, /* {r1:.9g} */",
             f"    .input2 = {_requant_literal(r2)}, /* {r2:.9g} */",
             f"    .output = {_requant_literal(ro)}, /* {ro:.9g} */",
@@ -238,7 +271,8 @@ def lower_mul(ctx: LowerCtx) -> LayerCode:
     s2, z2 = qparams(b)
     so, zo = qparams(out)
     real = s1 * s2 / so                      # double, as mul_common.cc
-    lo, hi = fused_range(ctx, out)
+    lo, hi = _fused_range(ctx)
+    kernel = "kiln_mul_s16" if out.dtype == "int16" else "kiln_mul_s8"
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
     body = [
@@ -250,9 +284,9 @@ def lower_mul(ctx: LowerCtx) -> LayerCode:
         f"    .activation = {{{lo}, {hi}}}, /* {act} */",
         "};",
         *dims,
-        _call("kiln_mul_s8", ctx, "&params"),
+        _call(kernel, ctx, "&params"),
     ]
-    return LayerCode(kernel="kiln_mul_s8", body="\n".join(body), summary=summary,
+    return LayerCode(kernel=kernel, body="\n".join(body), summary=summary,
                      macs=out.size)
 
 

@@ -3,7 +3,9 @@
 float32 -> int8/int16 and int8/int16 -> float32 call the float kernels of
 crt/kernels/quantize.h, which mirror TFLM's float arithmetic. int8 -> int8 and
 int8 -> int16 requantization is TFLM's reference_ops::Requantize evaluated here for all
-256 inputs and looked up at run time.
+256 inputs and looked up at run time. int16 -> int8/int16/int32 requantization (16x8
+models' boundaries, e.g. TFLM's keyword model) runs the same Requantize in C
+(`kiln_requantize_s16_*`), the multiplier derived here as quantize_common.cc does.
 """
 
 from __future__ import annotations
@@ -38,19 +40,23 @@ def _per_tensor(t) -> str | None:
 
 def _check_quantize(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    supported = {("float32", "int8"), ("float32", "int16"), ("int8", "int8"), ("int8", "int16")}
+    supported = {("float32", "int8"), ("float32", "int16"), ("int8", "int8"), ("int8", "int16"),
+                 ("int16", "int8"), ("int16", "int16"), ("int16", "int32")}
     if (x.dtype, y.dtype) not in supported:
-        return (f"{x.dtype} -> {y.dtype} is not supported (kiln has float32 -> int8/int16 "
-                "and int8 -> int8/int16)")
+        return (f"{x.dtype} -> {y.dtype} is not supported (kiln has float32 -> int8/int16, "
+                "int8 -> int8/int16 and int16 -> int8/int16/int32)")
     for t in ([x] if x.dtype != "float32" else []) + [y]:
         problem = _per_tensor(t)
         if problem:
             return problem
     if x.size != y.size:
         return f"input has {x.size} elements, output {y.size}"
+    if x.dtype == "int16":
+        _, shift = quantize_multiplier(qparams(x)[0] / qparams(y)[0])
+        if not -31 <= shift <= 30:
+            return (f"input scale / output scale = {qparams(x)[0] / qparams(y)[0]:.3g} has no "
+                    "int32 requantization multiplier")
     return None
-
-
 
 
 @lowering("QUANTIZE", check=_check_quantize)
@@ -68,6 +74,20 @@ def lower_quantize(ctx: LowerCtx) -> LayerCode:
                          summary="round(x / scale) + zero point, in float32")
     si, zi = qparams(x)
     what = f"requantize s={si:.6g} zp={zi} -> s={so:.6g} zp={zo}"
+    if x.dtype == "int16":
+        real = float(si) / float(so)              # double, as quantize_common.cc
+        m, shift = quantize_multiplier(real)
+        kernel = "kiln_requantize_s16_s" + y.dtype[3:]
+        body = ["static const kiln_requantize_params_t params = {",
+                f"    .requant = {{{m}, {shift}}}, /* {real:.9g} */",
+                f"    .input_offset = {-zi},",
+                f"    .output_offset = {zo},",
+                "};",
+                f"static const kiln_dims_t input_dims = {flat_dims(x.shape)};",
+                f"static const kiln_dims_t output_dims = {flat_dims(y.shape)};",
+                f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+                f"{ctx.ptr(y)});"]
+        return LayerCode(kernel=kernel, body="\n".join(body), summary=what)
     if y.dtype == "int8":
         return lut_layer(ctx, requantize_table(si, zi, so, zo), x, y, what)
     table = requantize_table(si, zi, so, zo, "int16")

