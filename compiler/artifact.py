@@ -120,6 +120,23 @@ def _in_project(out: Path) -> bool:
     return out.name == "model" and manifest_kind(out.parent / MANIFEST) == "project"
 
 
+def _private_dlopen(ffi, path: Path):
+    """dlopen a copy of the shared library at `path`: the same file opened twice is one
+    library (one copy of its static data), so two artifacts of one stateful model would
+    share their state. The copy is unlinked once loaded (the mapping stays)."""
+    import os
+    import shutil
+    import tempfile
+
+    fd, copy = tempfile.mkstemp(suffix=".so", prefix="kiln_state_")
+    os.close(fd)
+    try:
+        shutil.copyfile(path, copy)
+        return ffi.dlopen(copy)
+    finally:
+        os.unlink(copy)
+
+
 @dataclass
 class Artifact:
     graph: Graph
@@ -243,12 +260,26 @@ class Artifact:
                              f"one by one (or `kiln run --input`, which does)")
         return samples[0]
 
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of model state (variable tensors) kept from one run to the next."""
+        return int(self.report.get("state_bytes", 0))
+
+    def reset(self) -> None:
+        """Set the model state to its initial value (kiln_reset): the next run() starts
+        from there, as tflite-micro's interpreter does after reset(). A no-op for a model
+        without state."""
+        lib, _ = self._load()
+        lib.kiln_reset()
+
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run one sample on the host: build the C once (cached under ~/.cache/kiln/host),
         call kiln_run. Works for an artifact of any board (the C is the same; the kernels
         take their plain-C forms). Returns one array per model output, in its kiln.json
         dtype and shape; raises InputError for inputs that do not fit the model and
-        KilnError if a kernel rejects its arguments."""
+        KilnError if a kernel rejects its arguments. A stateful model (state_bytes > 0)
+        carries its state from one run() to the next, as kiln_run does on a device; this
+        artifact's state is its own (reset() starts it over)."""
         if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
             inputs = tuple(inputs[0])
         xs = self._check_inputs(inputs)
@@ -268,7 +299,8 @@ class Artifact:
         """Run one sample layer by layer (kiln_run_layer) on the host and return every
         layer's outputs, read from the arena right after that layer ran, before a later
         one can write over them (in-place plans): the host reference of `kiln validate
-        --per-layer`. Same input rules and errors as run()."""
+        --per-layer`. Same input rules and errors as run(); a stateful model's state
+        carries on from the previous run, as in run()."""
         if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
             inputs = tuple(inputs[0])
         xs = self._check_inputs(inputs)
@@ -297,9 +329,13 @@ class Artifact:
 
             ffi = cffi.FFI()
             ffi.cdef("int kiln_run(const void *const *inputs, void *const *outputs, uint8_t *arena);"
-                     "int kiln_run_layer(int32_t layer, uint8_t *arena);")
+                     "int kiln_run_layer(int32_t layer, uint8_t *arena);"
+                     "void kiln_reset(void);")
             path = build_shared_library({k: v for k, v in self.files.items() if k in SOURCE_FILES})
-            self._lib = (ffi.dlopen(str(path)), ffi)
+            if self.state_bytes:
+                self._lib = (_private_dlopen(ffi, path), ffi)
+            else:
+                self._lib = (ffi.dlopen(str(path)), ffi)
         return self._lib
 
     def to_json(self) -> str:

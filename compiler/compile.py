@@ -146,6 +146,7 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     workload_keys = {i: workload_key(e.op.type, e.code.shape) for i, e in enumerate(layers)
                      if e.code.shape is not None}
     offsets = {b.name: b.offset for b in plan.buffers}
+    offsets.update({b.name: f"state:{b.offset}" for b in plan.state})
     report = {
         "kiln_version": KILN_VERSION,
         "model": {"name": g.name, "sha256": g.sha256},
@@ -161,6 +162,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                       "offset_delta": delta, "kernel": layers[o.layer].code.kernel,
                       "banded": "kiln_band_params_t" in layers[o.layer].code.body,
                       "rule": o.rule} for o, delta in plan.shared()],
+        # Model state (variable tensors), kept across runs apart from the arena (.bss).
+        "state_bytes": plan.state_bytes,
         "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),

@@ -60,6 +60,10 @@ class Tensor:
     quant: Quant | None = None
     data: np.ndarray | None = None    # constant value (weights, shapes), else None
     alias_of: int | None = None       # a reshape-like view of another tensor's memory
+    # Model state (TFLite's is_variable): never const, never an op output; the ops that
+    # take it as an input read it and write it in place (SVDF, LSTM states), and it keeps
+    # its value from one run to the next in its own region, apart from the arena.
+    is_variable: bool = False
 
     @property
     def is_const(self) -> bool:
@@ -142,6 +146,10 @@ class Graph:
                     result.setdefault(t, []).append(i)
         return result
 
+    def variables(self) -> list[int]:
+        """Ids of the variable tensors (model state), in id order."""
+        return [t.id for t in self.tensors if t.is_variable]
+
     def storage_root(self, tid: int) -> int:
         """The tensor whose memory `tid` lives in (follows reshape aliases)."""
         while self.tensors[tid].alias_of is not None:
@@ -152,8 +160,10 @@ class Graph:
         """Check the graph's structure; raise ModelError naming the first broken rule.
 
         Rules: tensor ids are in range and match their position; every op input is a
-        constant, a model input, or written by an earlier op; every tensor is written at
-        most once; model outputs are produced; constants match their declared shape.
+        constant, a variable (model state, there from the start), a model input, or written
+        by an earlier op; every tensor is written at most once; no op writes a variable as
+        its output and no variable is a constant, a view or a model input or output; model
+        outputs are produced; constants match their declared shape.
         """
         n = len(self.tensors)
         for i, t in enumerate(self.tensors):
@@ -163,7 +173,15 @@ class Graph:
                 raise ModelError(f"tensor {i} ({t.name}) data shape {t.data.shape} != {t.shape}")
             if t.alias_of is not None and not 0 <= t.alias_of < n:
                 raise ModelError(f"tensor {i} aliases missing tensor {t.alias_of}")
-        available = {t.id for t in self.tensors if t.is_const} | set(self.inputs)
+            if t.is_variable and (t.is_const or t.alias_of is not None):
+                raise ModelError(f"tensor {i} ({t.name}) is a variable and a "
+                                 f"{'constant' if t.is_const else 'view'}")
+        for tid in [*self.inputs, *self.outputs]:
+            if 0 <= tid < n and self.tensors[tid].is_variable:
+                raise ModelError(f"model input or output tensor {tid} ({self.tensors[tid].name}) "
+                                 "is a variable (model state)")
+        available = ({t.id for t in self.tensors if t.is_const or t.is_variable}
+                     | set(self.inputs))
         written: set[int] = set()
         for op in self.ops:
             for tid in op.inputs:
@@ -177,6 +195,9 @@ class Graph:
             for tid in op.outputs:
                 if not 0 <= tid < n:
                     raise ModelError(f"{op.describe()} writes tensor {tid}, out of range")
+                if self.tensors[tid].is_variable:
+                    raise ModelError(f"{op.describe()} writes tensor {tid} "
+                                     f"({self.tensors[tid].name}), a variable, as its output")
                 if tid in written or tid in self.inputs or self.tensors[tid].is_const:
                     raise ModelError(f"{op.describe()} writes tensor {tid}, already defined")
                 written.add(tid)

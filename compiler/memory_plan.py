@@ -71,9 +71,17 @@ class Plan:
     overlaps: list[Overlap] = field(default_factory=list)
     bound_without_overlaps: int = 0     # layer-by-layer bound of the plain kernels' buffers
     by_name: dict[str, Buffer] = field(default_factory=dict)
+    # The model state (variable tensors): a region of its own, apart from the arena and
+    # kept across runs (place_state); not in `buffers` nor `by_name`.
+    state: list[Buffer] = field(default_factory=list)
 
     def __post_init__(self):
         self.by_name = {b.name: b for b in self.buffers}
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the state region (0 for a stateless model)."""
+        return max((_align(b.offset + b.size) for b in self.state), default=0)
 
     def shared(self) -> list[tuple[Overlap, int]]:
         """The overlaps the placement actually uses (bytes shared), with their offset
@@ -226,6 +234,18 @@ def _place(buffers: list[Buffer], rules: dict[tuple[str, str], Overlap] | None =
             alive_at[s].append(entry)
         starting_at[buf.first].append(entry)
     return top
+
+
+def place_state(sizes: list[tuple[str, int]], steps: int) -> list[Buffer]:
+    """The state region: the variable tensors (name, bytes) one after another, ALIGNed,
+    each alive over every step of every run. Nothing shares their bytes, since a
+    variable's value must survive from one run to the next."""
+    out, offset = [], 0
+    for name, size in sizes:
+        out.append(Buffer(name=name, size=size, first=0, last=max(steps - 1, 0),
+                          kind="state", offset=offset))
+        offset += _align(size)
+    return out
 
 
 def _orders(buffers: list[Buffer]) -> dict[str, list[Buffer]]:

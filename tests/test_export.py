@@ -63,13 +63,15 @@ def test_prefixed_sources_name_everything_with_the_prefix():
     assert "int digits_run(const void *const *inputs, void *const *outputs, uint8_t *arena);" in h
     assert "int digits_run_layer(int32_t layer, uint8_t *arena);" in h
     assert "extern const char *const digits_layer_names[];" in h
+    assert "void digits_reset(void);" in h and "#define DIGITS_STATE_BYTES 0" in h
     assert "kiln_run" not in h + c and "KILN_ARENA" not in h + c
-    # at file scope, every definition in the .c is static but the three exported ones
+    # at file scope, every definition in the .c is static but the four exported ones
     file_scope = [ln for ln in c.splitlines()
                   if ln and not ln.startswith(("static ", "typedef ", "#", "/*", " ", "}", "{"))]
-    assert len(file_scope) == 3, file_scope
-    assert file_scope[0].startswith("const char *const digits_layer_names[")
-    assert file_scope[1:] == ["int digits_run_layer(int32_t layer, uint8_t *arena)",
+    assert len(file_scope) == 4, file_scope
+    assert file_scope[0] == "void digits_reset(void)"
+    assert file_scope[1].startswith("const char *const digits_layer_names[")
+    assert file_scope[2:] == ["int digits_run_layer(int32_t layer, uint8_t *arena)",
                               "int digits_run(const void *const *inputs, void *const *outputs, "
                               "uint8_t *arena)"]
 
@@ -238,7 +240,8 @@ def test_prefixed_objects_define_prefixed_symbols_only(tmp_path):
         _run(["gcc", "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-I", folder,
               "-I", folder / "kernels", "-c", folder / f"{prefix}.c", "-o", objects[prefix]])
         names = _globals("nm", objects[prefix])
-        assert names == {f"{prefix}_run", f"{prefix}_run_layer", f"{prefix}_layer_names"}
+        assert names == {f"{prefix}_run", f"{prefix}_run_layer", f"{prefix}_layer_names",
+                         f"{prefix}_reset"}
     _run(["ld", "-r", *objects.values(), "-o", tmp_path / "both.o"])    # no duplicate symbol
 
 @pytest.mark.parametrize("kind", _kind_params())

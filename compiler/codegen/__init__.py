@@ -6,7 +6,8 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..ir import Graph
-from ..memory_plan import Buffer, Overlap, Plan, live_bytes, lower_bound, plan as plan_memory
+from ..memory_plan import (Buffer, Overlap, Plan, live_bytes, lower_bound, place_state,
+                           plan as plan_memory)
 from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
 from .ops.inplace import OverlapMode, banded_code, overlap_modes
 from .emit import EmittedLayer, Names, model_c, model_h, weights_c, weights_h
@@ -82,7 +83,8 @@ def arena_buffers(graph: Graph, layers: list[EmittedLayer],
         last[root] = max(last.get(root, 0), 0)
     for step, op in enumerate(graph.ops):
         for tid in op.inputs:
-            if tid >= 0 and not graph.tensor(tid).is_const:
+            # Variables (model state) live in the state region, never in the arena.
+            if tid >= 0 and not graph.tensor(tid).is_const and not graph.tensor(tid).is_variable:
                 root = graph.storage_root(tid)
                 last[root] = max(last.get(root, step), step)
         for tid in op.outputs:
@@ -240,6 +242,13 @@ def apply_overlaps(graph: Graph, layers: list[EmittedLayer], plan: Plan,
     return out
 
 
+def state_buffers(graph: Graph) -> list[Buffer]:
+    """The state region's buffers: every variable tensor an op reads (model state)."""
+    read = {t for op in graph.ops for t in op.inputs if t >= 0}
+    return place_state([(graph.tensor(t).c_name, graph.tensor(t).nbytes)
+                        for t in graph.variables() if t in read], len(graph.ops))
+
+
 def lower(graph: Graph, target: Target | None = None,
           layer_knobs: dict[int, dict] | None = None) -> tuple[list[EmittedLayer], dict]:
     """Lower every op for `target` (default: the host); `layer_knobs` forces the
@@ -270,6 +279,8 @@ def generate(graph: Graph, version: str, target: Target | None = None,
     bounds.check_plan(plan, consts)
     plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
     layers = apply_overlaps(graph, layers, plan, choice)
+    plan.state = state_buffers(graph)
+    bounds.require_int32("the memory plan", "the model state's size in bytes", plan.state_bytes)
     return emit_sources(graph, layers, consts, plan, version), plan, layers, consts
 
 
@@ -280,6 +291,9 @@ def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: P
     names only."""
     offsets = {t.id: plan.by_name[t.c_name].offset for t in graph.tensors
                if t.c_name in plan.by_name}
+    state = {b.name: b for b in plan.state}
+    state_offsets = {t.id: state[t.c_name].offset for t in graph.tensors
+                     if t.is_variable and t.c_name in state}
     scratch = {i: plan.by_name[f"l{i}_scratch"].offset for i, e in enumerate(layers)
                if e.code.scratch_bytes}
     const_list = [consts[k] for k in consts]  # insertion order: layer order, deterministic
@@ -288,11 +302,12 @@ def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: P
         return {
             names.header: model_h(graph, plan, offsets, len(layers), version, names),
             f"{prefix}.c": model_c(graph, plan, offsets, layers, scratch, version, names,
-                                   const_list),
+                                   const_list, state_offsets),
         }
     return {
         "model.h": model_h(graph, plan, offsets, len(layers), version),
-        "model.c": model_c(graph, plan, offsets, layers, scratch, version),
+        "model.c": model_c(graph, plan, offsets, layers, scratch, version,
+                           state_offsets=state_offsets),
         "weights.h": weights_h(const_list, version),
         "weights.c": weights_c(const_list, version),
     }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..escape import c_comment, c_string, printable
-from ..ir import C_TYPES, Graph, Op
+from ..ir import C_TYPES, Graph, Op, Tensor
 from ..memory_plan import Plan
 from .lowering import ConstArray, LayerCode, c_float, fmt_quant
 
@@ -151,7 +151,11 @@ def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, ve
            "/* 1 when a run writes over a model input in the arena (a layer in place, or a",
            " * later buffer reusing its bytes): an input left in the arena (a NULL entry for",
            f" * {f}_run) must then be written again before each run. */",
-           f"#define {m}_INPUTS_OVERWRITTEN {int(_inputs_overwritten(graph, plan))}", ""]
+           f"#define {m}_INPUTS_OVERWRITTEN {int(_inputs_overwritten(graph, plan))}",
+           "/* Bytes of model state (variable tensors: recurrent states) the model keeps from",
+           f" * one {f}_run to the next, in a static region of its own (.bss), apart from the",
+           " * arena; 0 for a model without state. */",
+           f"#define {m}_STATE_BYTES {plan.state_bytes}", ""]
     out += _io_macros(graph, offsets, "INPUT", graph.inputs, names)
     out.append("")
     out += _io_macros(graph, offsets, "OUTPUT", graph.outputs, names)
@@ -161,6 +165,10 @@ def model_h(graph: Graph, plan: Plan, offsets: dict[int, int], n_layers: int, ve
             " * array or entry means the data is already (or stays) in the arena at",
             f" * {m}_INPUT_<i>_OFFSET / {m}_OUTPUT_<i>_OFFSET. Returns 0, or a kiln_status_t. */",
             f"int {f}_run(const void *const *inputs, void *const *outputs, uint8_t *arena);", "",
+            "/* Set the model state to its initial value, as tflite-micro's reset of the",
+            " * variables does (int8: the zero point; other types: 0). The next run starts",
+            f" * from there; the first {f}_run resets by itself. No-op without state. */",
+            f"void {f}_reset(void);", "",
             "/* Run one layer over the arena (per-layer profiling); layers run in index order. */",
             f"int {f}_run_layer(int32_t layer, uint8_t *arena);", "",
             "/* The TFLite op type of each layer, e.g. \"CONV_2D\". */",
@@ -193,7 +201,7 @@ def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
             if tid < 0:
                 continue
             t = graph.tensor(tid)
-            where = "const" if t.is_const else "arena"
+            where = "const" if t.is_const else "state" if t.is_variable else "arena"
             lines.append(f" *   {role} {t.c_name} {list(t.shape)} {fmt_quant(t)} ({where})")
     if e.code.summary:
         lines.append(f" *   {c_comment(e.code.summary)}")
@@ -203,17 +211,67 @@ def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
     return lines
 
 
+def reset_value(t: Tensor) -> int:
+    """The byte a variable's memory is filled with on reset, as tflite-micro does: an
+    int8 variable's zero point (as an unsigned byte), 0 for every other type."""
+    if t.dtype == "int8" and t.quant is not None and t.quant.zero_point.size:
+        return int(t.quant.zero_point[0]) & 0xFF
+    return 0
+
+
+def _state_section(graph: Graph, plan: Plan, state_offsets: dict[int, int],
+                   names: Names) -> list[str]:
+    """The state region (a file-static array in .bss: no flash for its bytes), the flag
+    that makes the first run reset it, and {f}_reset: one memset per variable."""
+    m, f = names.macro, names.fn
+    if not state_offsets:
+        return ["/* The model keeps no state: nothing to reset. */",
+                f"void {f}_reset(void)", "{", "}", ""]
+    out = ["/* Model state: the variable tensors, kept from one run to the next (16-byte",
+           " * aligned like the arena where the compiler allows). */",
+           "#if defined(__GNUC__)",
+           f"#define {m}_STATE_ALIGNED __attribute__((aligned(16)))",
+           "#else", f"#define {m}_STATE_ALIGNED", "#endif",
+           "static union {", f"    uint8_t bytes[{m}_STATE_BYTES];",
+           "    uint64_t align_;", f"}} {f}_state {m}_STATE_ALIGNED;",
+           f"/* 0 until the state is first reset: {f}_run resets it on its first call. */",
+           f"static int {f}_state_ready;", "",
+           f"void {f}_reset(void)", "{"]
+    for tid, offset in sorted(state_offsets.items(), key=lambda kv: kv[1]):
+        t = graph.tensor(tid)
+        value = reset_value(t)
+        out.append(f"    memset({f}_state.bytes + {offset}, {value}, {t.nbytes}); "
+                   f"/* {t.c_name} {fmt_quant(t)} */")
+    out += [f"    {f}_state_ready = 1;", "}", ""]
+    return out
+
+
+def _state_table(graph: Graph, plan: Plan) -> list[str]:
+    if not plan.state:
+        return []
+    lines = [" * State, in bytes, kept from one run to the next (reset: 0, int8: its zero point):",
+             " *    offset     size   buffer"]
+    for b in plan.state:
+        lines.append(f" *   {b.offset:7d}  {b.size:7d}   {c_comment(b.name)}")
+    lines.append(f" * State total {plan.state_bytes} bytes.")
+    return lines
+
+
 def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[EmittedLayer],
             scratch_offsets: dict[int, int], version: str, names: Names = DEFAULT_NAMES,
-            consts: list[ConstArray] | None = None) -> str:
+            consts: list[ConstArray] | None = None,
+            state_offsets: dict[int, int] | None = None) -> str:
     """model.c; with prefixed `names`, P.c: the same code under P's names, with `consts`
-    (the weights) defined in it as file-static arrays, so it exports P_* symbols only."""
+    (the weights) defined in it as file-static arrays, so it exports P_* symbols only.
+    `state_offsets`: each variable tensor's offset in the state region."""
     m, f = names.macro, names.fn
+    state_offsets = state_offsets or {}
     source = f"{names.fn}.c" if names.prefixed else "model.c"
     out = [f"/* {source} - {c_comment(graph.name)}, compiled ahead of time (no interpreter).",
            f" * Source model sha256 {graph.sha256}.",
            f" * {_VERSION_LINE.format(version=version)}", " *"]
     out += _arena_table(graph, plan)
+    out += _state_table(graph, plan)
     if names.prefixed:
         out += [" */", "#include <string.h>", "", f'#include "{names.header}"',
                 '#include "kiln_kernels.h"', "",
@@ -222,6 +280,7 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
     else:
         out += [" */", "#include <string.h>", "", '#include "model.h"', '#include "weights.h"',
                 '#include "kiln_kernels.h"', ""]
+    out += _state_section(graph, plan, state_offsets, names)
     for i, e in enumerate(layers):
         out += _layer_comment(graph, i, e)
         out.append(f"static int layer_{i}(uint8_t *arena)")
@@ -230,6 +289,10 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
         for tid, name in sorted(e.pointers.items()):
             t = graph.tensor(tid)
             ctype = C_TYPES.get(t.dtype, "int8_t")
+            if t.is_variable:       # model state: read and written in place
+                out.append(f"    {ctype} *{name} = ({ctype} *)({f}_state.bytes + "
+                           f"{state_offsets[tid]});")
+                continue
             const = "const " if tid not in e.op.outputs else ""
             out.append(f"    {const}{ctype} *{name} = ({const}{ctype} *)(arena + "
                        f"{offsets[graph.storage_root(tid)]});")
@@ -257,10 +320,13 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
     out += [f"    {c_string(e.op.type)}," for e in layers] or ['    "",']
     out.append("};")
     out.append("")
+    ready = ([f"    if (!{f}_state_ready) {{", f"        {f}_reset();", "    }"]
+             if state_offsets else [])
     out += [f"int {f}_run_layer(int32_t layer, uint8_t *arena)", "{",
             f"    if (layer < 0 || layer >= {m}_NUM_LAYERS) {{", "        return KILN_ERR_ARG;", "    }",
-            "    return layers[layer](arena);", "}", ""]
-    out += [f"int {f}_run(const void *const *inputs, void *const *outputs, uint8_t *arena)", "{"]
+            *ready, "    return layers[layer](arena);", "}", ""]
+    out += [f"int {f}_run(const void *const *inputs, void *const *outputs, uint8_t *arena)", "{",
+            *ready]
     for i, _ in enumerate(graph.inputs):
         out.append(f"    if (inputs != NULL && inputs[{i}] != NULL) {{")
         out.append(f"        memcpy(arena + {m}_INPUT_{i}_OFFSET, inputs[{i}], {m}_INPUT_{i}_BYTES);")

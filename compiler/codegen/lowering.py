@@ -105,7 +105,9 @@ class LowerCtx:
         return self.graph.tensor(self.op.outputs[i])
 
     def ptr(self, tensor: Tensor) -> str:
-        """C name of a tensor's data: a local pointer into the arena, or a const array."""
+        """C name of a tensor's data: a local pointer into the arena, a const array, or,
+        for a variable (model state), a pointer into the state region that the layer may
+        read and write in place (the emitter declares it non-const)."""
         if tensor.is_const:
             return self.tensor_const(tensor)
         self.pointers[tensor.id] = tensor.c_name

@@ -152,7 +152,10 @@ class _Reader:
         if not 0 <= buf_index < len(buffers):
             raise ModelError(f"tensor {index} ({name}) names buffer {buf_index}, out of range")
         raw = buffers[buf_index]
-        if raw:
+        # A variable (model state) starts at its reset value whatever its buffer holds,
+        # as in tflite-micro, which gives it memory of its own and fills it on reset.
+        is_variable = bool(t.IsVariable())
+        if raw and not is_variable:
             if dtype not in DTYPES:
                 raise ModelError(f"tensor {index} ({name}) holds constant data of type "
                                  f"{dtype.split(':')[1]}, which kiln does not support")
@@ -165,7 +168,7 @@ class _Reader:
         if quant is not None and data is None:
             _check_activation_quant(quant, f"tensor {index} ({name})")
         return Tensor(id=index, name=name or f"tensor_{index}", shape=shape, dtype=dtype,
-                      quant=quant, data=data)
+                      quant=quant, data=data, is_variable=is_variable)
 
     @staticmethod
     def _check_shape(shape: tuple[int, ...], index: int, name: str, dynamic: bool) -> None:

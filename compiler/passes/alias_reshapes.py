@@ -32,7 +32,9 @@ def alias_reshapes_in_place(graph: Graph) -> Graph:
     for op in graph.ops:
         if op.type in _VIEW_OPS and op.inputs and op.inputs[0] >= 0:
             src, dst = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
-            if (not src.is_const and src.dtype == dst.dtype and src.size == dst.size
+            # Not a variable's view: later layers may update the state under it.
+            if (not src.is_const and not src.is_variable and src.dtype == dst.dtype
+                    and src.size == dst.size
                     and _same_quant(src.quant, dst.quant)):
                 dst.alias_of = src.id
                 continue

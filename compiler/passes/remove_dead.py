@@ -1,4 +1,8 @@
-"""Drop ops whose outputs nothing reads (and are not model outputs)."""
+"""Drop ops whose outputs nothing reads (and are not model outputs).
+
+An op that touches model state (reads a variable tensor, which the ops that take one may
+write in place, or has no outputs at all, as ASSIGN_VARIABLE) is kept: its effect
+outlives the run."""
 
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ def remove_dead_in_place(graph: Graph) -> Graph:
     needed = {graph.storage_root(t) for t in graph.outputs} | set(graph.outputs)
     kept = []
     for op in reversed(graph.ops):
-        if any(t in needed or graph.storage_root(t) in needed for t in op.outputs):
+        stateful = not op.outputs or any(t >= 0 and graph.tensor(t).is_variable
+                                         for t in op.inputs)
+        if stateful or any(t in needed or graph.storage_root(t) in needed for t in op.outputs):
             kept.append(op)
             for t in op.inputs:
                 if t >= 0:

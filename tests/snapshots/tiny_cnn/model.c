@@ -19,6 +19,11 @@
 #include "weights.h"
 #include "kiln_kernels.h"
 
+/* The model keeps no state: nothing to reset. */
+void kiln_reset(void)
+{
+}
+
 /* Layer 0: CONV_2D (TFLite op 0), kernel kiln_conv2d_s8
  *   in  t0_image [1, 8, 8, 1] int8 s=0.02 zp=-5 (arena)
  *   in  t1_t1 [4, 3, 3, 1] int8 per-channel(4) (const)

@@ -20,6 +20,10 @@ extern "C" {
  * later buffer reusing its bytes): an input left in the arena (a NULL entry for
  * kiln_run) must then be written again before each run. */
 #define KILN_INPUTS_OVERWRITTEN 1
+/* Bytes of model state (variable tensors: recurrent states) the model keeps from
+ * one kiln_run to the next, in a static region of its own (.bss), apart from the
+ * arena; 0 for a model without state. */
+#define KILN_STATE_BYTES 0
 
 /* input 0: image [1, 8, 8, 1] int8 s=0.02 zp=-5 */
 #define KILN_INPUT_0_BYTES 64
@@ -38,6 +42,11 @@ extern "C" {
  * array or entry means the data is already (or stays) in the arena at
  * KILN_INPUT_<i>_OFFSET / KILN_OUTPUT_<i>_OFFSET. Returns 0, or a kiln_status_t. */
 int kiln_run(const void *const *inputs, void *const *outputs, uint8_t *arena);
+
+/* Set the model state to its initial value, as tflite-micro's reset of the
+ * variables does (int8: the zero point; other types: 0). The next run starts
+ * from there; the first kiln_run resets by itself. No-op without state. */
+void kiln_reset(void);
 
 /* Run one layer over the arena (per-layer profiling); layers run in index order. */
 int kiln_run_layer(int32_t layer, uint8_t *arena);
