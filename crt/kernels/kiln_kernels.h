@@ -13,5 +13,6 @@
 #include "indexing.h"
 #include "math_ops.h"
 #include "inplace.h"
+#include "lstm.h"
 
 #endif /* KILN_KERNELS_H */

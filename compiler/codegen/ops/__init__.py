@@ -1,5 +1,5 @@
 """Lowerings, one module per op family (each registers itself with @lowering)."""
 
 from . import (activation, conv, data_movement, elementwise, indexing,  # noqa: F401
-               math_ops, pool, quantize_ops, reduce)
+               lstm, math_ops, pool, quantize_ops, reduce)
 from . import inplace  # noqa: F401  (overlap rules, no lowerings)
