@@ -1,4 +1,4 @@
-"""Read a float ONNX model (opset 13 and newer) into kiln's Graph IR.
+"""Read a float or QDQ ONNX model (opset 13 and newer) into kiln's Graph IR.
 
 The `onnx` package parses, checks and infers shapes; this module maps nodes onto the
 TFLite op types and options the rest of kiln keys on (CONV_2D, FULLY_CONNECTED, ...),
@@ -13,7 +13,9 @@ transpose moves only size-1 axes, e.g. after GlobalAveragePool; a Flatten read o
 a Gemm permutes the Gemm's weights instead); a permute undoing the one before it cancels.
 BatchNormalization is folded into the Conv before it, and Relu/Clip(0, 6) into the
 Conv/Gemm/MatMul/Add/Sub/Mul/pool before them; shape subgraphs on constants and static
-shapes are folded here (docs/onnx.md has the op table).
+shapes are folded here (docs/onnx.md has the op table). A QDQ model (QuantizeLinear/
+DequantizeLinear pairs) is read as this float graph, then made int8 with the pairs'
+scales (onnx_qdq.py).
 
 Hostile input (docs/hostile_input.md): `frontend.load` reads the file through fsutil with
 the models' size cap (1 GiB); a file onnx cannot parse, a failed check, a dynamic shape,
@@ -31,6 +33,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Graph, Op, Tensor
+from . import onnx_qdq
 
 MIN_OPSET = 13
 _MAX_DIM = 1 << 24
@@ -76,14 +79,25 @@ def parse(data: bytes, name: str = "model") -> Graph:
         if not model.HasField("graph"):
             raise ModelError("not an ONNX model: no graph (truncated, or another format)")
         opset = _opset(model)
-        _check_ops(model.graph, opset)
         _check_no_external_data(model.graph)
+        qdq = None
+        if onnx_qdq.has_qdq(model.graph):
+            _check_ops(model.graph, opset, extra=onnx_qdq.QDQ_OPS)
+            try:
+                onnx.checker.check_model(model)
+            except Exception as e:
+                raise ModelError(f"invalid ONNX model: {_line(e)}") from None
+            model, qdq = onnx_qdq.split(model)
+        _check_ops(model.graph, opset)
         try:
             onnx.checker.check_model(model)
         except Exception as e:
             raise ModelError(f"invalid ONNX model: {_line(e)}") from None
         with np.errstate(all="ignore"):   # non-finite results are refused where they land
-            graph = _Converter(_fold_shapes(model), name, opset).graph()
+            converter = _Converter(_fold_shapes(model), name, opset)
+            graph = converter.graph()
+            if qdq is not None:
+                graph = onnx_qdq.apply(graph, qdq, converter.sources)
     except ModelError:
         raise
     except Exception as e:   # protobuf, numpy and onnx raise many kinds on bad values
@@ -153,12 +167,13 @@ def _text(s) -> str:
     return s if s.isprintable() else repr(s)
 
 
-def _check_ops(graph, opset: int) -> None:
-    """Every unsupported node at once, grouped by type, with its attributes."""
+def _check_ops(graph, opset: int, extra: frozenset[str] = frozenset()) -> None:
+    """Every unsupported node at once, grouped by type, with its attributes (`extra`: op
+    types read besides the converted and folded ones, QDQ's pairs)."""
     bad: dict[str, list[str]] = {}
     for i, node in enumerate(graph.node):
         domain = _text(node.domain) if node.domain not in ("", "ai.onnx") else ""
-        if domain or node.op_type not in _CONVERTED | _FOLDED:
+        if domain or node.op_type not in _CONVERTED | _FOLDED | extra:
             key = f"{domain + '.' if domain else ''}{_text(node.op_type)}"
             attrs = ",".join(_text(a.name) for a in node.attribute)
             bad.setdefault(key, []).append(f"{i}" + (f" [{attrs}]" if attrs else ""))
@@ -229,6 +244,9 @@ class _Converter:
         self.outputs = {o.name for o in g.output}
         self.skip: set[int] = set()
         self.node_index = -1
+        # IR constant → (model initializer it was made from, ONNX axis of its output
+        # channels): a QDQ model's weights are requantized with that initializer's scales.
+        self.sources: dict[int, tuple[str, int]] = {}
 
     # --- shapes -------------------------------------------------------------------------
 
@@ -336,7 +354,7 @@ class _Converter:
                 continue      # old exporters list initializers as inputs
             if vi.type.tensor_type.elem_type != 1:
                 raise ModelError(f"input {vi.name!r} is not float32; kiln reads float ONNX models "
-                                 "(QDQ models come later)")
+                                 "and QDQ models (an integer input read by a DequantizeLinear)")
             shape = self._static_shape(vi)
             if shape is None:
                 dims = [str(d.dim_value) if d.HasField("dim_value") else _text(d.dim_param) or "?"
@@ -627,6 +645,7 @@ class _Converter:
         name = node.name or out_value
         wid = self._const(name + "_weights", wt)
         bid = self._const(name + "_bias", bias)
+        self.sources[wid] = (node.input[1], 0)
         self._op(op_type, [x, wid, bid], [self._out(out_value)], options)
 
     def _bn_affine(self, node) -> tuple[np.ndarray, np.ndarray]:
@@ -650,11 +669,15 @@ class _Converter:
         self._op("ADD", [mid, self._const(node.output[0] + "_shift", shift.reshape(shape))],
                  [self._out(node.output[0])], {"fused_activation_function": "NONE", "pot_scale_int16": True})
 
-    def _fc(self, node, x: int, weights: np.ndarray, bias: np.ndarray, keep_dims: bool) -> None:
+    def _fc(self, node, x: int, weights: np.ndarray, bias: np.ndarray, keep_dims: bool,
+            units_axis: int) -> None:
+        """FULLY_CONNECTED; `units_axis`: the axis of the model's weights that holds the
+        output units (0 for Gemm with transB=1, else 1)."""
         act, out_value = self._fuse_activation(node.output[0])
         name = node.name or out_value
         wid = self._const(name + "_weights", weights)
         bid = self._const(name + "_bias", bias)
+        self.sources[wid] = (node.input[1], units_axis)
         self._op("FULLY_CONNECTED", [x, wid, bid], [self._out(out_value)],
                  {"fused_activation_function": act, "weights_format": 0, "keep_num_dims": keep_dims,
                   "asymmetric_quantize_inputs": False, "quantized_bias_type": 0})
@@ -678,7 +701,8 @@ class _Converter:
                 raise ModelError(f"{self._where()}: Gemm C of shape {list(c.shape)} is not a "
                                  f"per-unit bias of {units}")
             bias = np.broadcast_to(c.reshape(-1), (units,)).astype(np.float32)
-        self._fc(node, x, np.ascontiguousarray(w), bias, keep_dims=False)
+        self._fc(node, x, np.ascontiguousarray(w), bias, keep_dims=False,
+                 units_axis=0 if a.get("transB", 0) else 1)
 
     def _op_MatMul(self, node, a: dict) -> None:
         b = self._c(node, 1, "weights")
@@ -689,7 +713,7 @@ class _Converter:
             raise ModelError(f"{self._where()}: MatMul of a rank-{rank} input is not supported")
         x = self._plain(node.input[0])
         self._fc(node, x, np.ascontiguousarray(b.T.astype(np.float32)),
-                 np.zeros(b.shape[1], np.float32), keep_dims=rank > 2)
+                 np.zeros(b.shape[1], np.float32), keep_dims=rank > 2, units_axis=1)
 
     def _operand(self, node, i: int, like_nhwc: bool, rank: int, value: np.ndarray | None = None) -> int:
         """Input i of a binary op (or `value` in its place) as an IR tensor in the output's layout."""
@@ -698,7 +722,10 @@ class _Converter:
             c = (self.consts[v] if value is None else value).astype(np.float32)
             if like_nhwc:
                 c = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(NCHW_TO_NHWC)
-            return self._const(f"{node.name or node.output[0]}_in{i}", c)
+            tid = self._const(f"{node.name or node.output[0]}_in{i}", c)
+            if value is None:
+                self.sources[tid] = (v, -1)
+            return tid
         if (v in self.nhwc) != like_nhwc:
             raise ModelError(f"{self._where()}: mixes a rank-4 input with one of another rank")
         return self._input(v)
