@@ -264,7 +264,8 @@ def single_op_model(op: str, inputs: Sequence[TensorSpec | None],
                     version: int | None = None) -> bytes:
     """One operator. ``None`` in ``inputs`` is an omitted optional input (index -1).
 
-    Model inputs are the non-constant inputs in order; model outputs are ``outputs``.
+    Model inputs are the non-constant, non-variable inputs in order; model outputs are
+    ``outputs``.
     """
     tensors: list[TensorSpec] = []
     in_idx: list[int] = []
@@ -276,7 +277,8 @@ def single_op_model(op: str, inputs: Sequence[TensorSpec | None],
             tensors.append(t)
     out_idx = list(range(len(tensors), len(tensors) + len(outputs)))
     tensors.extend(outputs)
-    model_inputs = [i for i in in_idx if i != -1 and tensors[i].data is None]
+    model_inputs = [i for i in in_idx
+                    if i != -1 and tensors[i].data is None and not tensors[i].variable]
     spec = OpSpec(op, in_idx, out_idx, dict(options or {}), version)
     return build_model([spec], tensors, model_inputs, out_idx)
 
