@@ -90,3 +90,15 @@ def activation_range(activation: str, scale: float, zero_point: int,
 def round_half_away(v: float) -> float:
     """std::round / TfLiteRound: ties away from zero (Python's round() is banker's)."""
     return math.floor(v + 0.5) if v >= 0 else -math.floor(-v + 0.5)
+
+
+def requantize64(x: np.ndarray, multiplier: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """TFLite's int64 MultiplyByQuantizedMultiplier (16x8 layers with an int64 bias), the
+    twin of kiln_requantize64 in kiln_math.h: the multiplier rounded to 15 bits, one
+    rounding shift by 15 - shift, the result wrapped to int32. Needs |x| < 2^47 and shift
+    in [-31, 7] (the callers' bound), so the int64 arithmetic here is exact."""
+    x = np.asarray(x, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    return wrap_int32((x * reduced + (np.int64(1) << (total - 1))) >> total)

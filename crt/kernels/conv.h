@@ -332,6 +332,90 @@ kiln_status_t kiln_fully_connected_rows8_s8(const kiln_context_t *ctx,
 
 int32_t kiln_fully_connected_rows8_s8_get_buffer_size(const kiln_dims_t *filter_dims);
 
+/* ---- 16x8 (conv16.c) ------------------------------------------------------
+ *
+ * int16 activations, symmetric (zero point 0: params' input_offset and
+ * output_offset must be 0), int8 weights (per channel or per tensor),
+ * activation range within int16. Bit-exact with TFLM's 16x8 reference
+ * kernels, which pick their arithmetic by the bias type:
+ *
+ *   int64 bias or none ("wide"; DEPTHWISE_CONV_2D and TRANSPOSE_CONV always):
+ *     acc = bias[oc] + sum filter * input          exact in int64
+ *     out = clamp(kiln_requantize64(acc, multiplier[oc], shift[oc]), min, max)
+ *   int32 bias ("narrow"; CONV_2D and FULLY_CONNECTED only):
+ *     TFLM accumulates in int32, wrapping on overflow; here the sum is taken
+ *     in int64 and wrapped to int32 once (the same value: two's complement
+ *     addition is exact modulo 2^32), then
+ *     out = clamp(kiln_requantize(acc, multiplier[oc], shift[oc]), min, max)
+ *
+ * Padding taps read as 0 (the zero point) and add nothing. The compiler
+ * refuses a wide layer unless |bias| + 32768 * sum|filter| < 2^47 for every
+ * channel (TFLM's stated input range of the int64 requantization) and
+ * shift <= 7, so nothing here overflows; narrow layers need shift <= 30.
+ * Inner loops sum products (|x * w| <= 2^22) in int32 over blocks of at
+ * most 256 terms and widen per block.
+ */
+
+/* CONV_2D 16x8, int64 bias (or NULL: zeros, still the wide arithmetic): any
+ * filter size, stride, dilation, padding and groups, as kiln_conv2d_s8.
+ * Each output pixel gathers its receptive field into scratch as int16.
+ *   ctx  >= kiln_conv2d_s16_get_buffer_size() bytes, 2-byte aligned */
+kiln_status_t kiln_conv2d_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                              const kiln_per_channel_requant_t *quant,
+                              const kiln_dims_t *input_dims, const int16_t *input,
+                              const kiln_dims_t *filter_dims, const int8_t *filter,
+                              const int64_t *bias,
+                              const kiln_dims_t *output_dims, int16_t *output);
+
+/* CONV_2D 16x8 with an int32 bias: the narrow arithmetic (NULL: zeros).
+ * Arguments as kiln_conv2d_s16. */
+kiln_status_t kiln_conv2d_b32_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                  const kiln_per_channel_requant_t *quant,
+                                  const kiln_dims_t *input_dims, const int16_t *input,
+                                  const kiln_dims_t *filter_dims, const int8_t *filter,
+                                  const int32_t *bias,
+                                  const kiln_dims_t *output_dims, int16_t *output);
+
+/* Scratch of both: one receptive field as int16, 2 * KH * KW * filter C bytes. */
+int32_t kiln_conv2d_s16_get_buffer_size(const kiln_dims_t *input_dims,
+                                        const kiln_dims_t *filter_dims);
+
+/* DEPTHWISE_CONV_2D 16x8 (wide), any filter size, stride, dilation, padding
+ * and depth multiplier; bias int64 or NULL. No scratch. */
+kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
+                                const kiln_per_channel_requant_t *quant,
+                                const kiln_dims_t *input_dims, const int16_t *input,
+                                const kiln_dims_t *filter_dims, const int8_t *filter,
+                                const int64_t *bias,
+                                const kiln_dims_t *output_dims, int16_t *output);
+
+/* FULLY_CONNECTED 16x8, int64 bias (or NULL, wide), dims as
+ * kiln_fully_connected_s8; params->input_offset and output_offset must be 0,
+ * filter_offset (per-tensor weights' -zero point) is applied as TFLM does. */
+kiln_status_t kiln_fully_connected_s16(const kiln_fc_params_t *params,
+                                       const kiln_per_channel_requant_t *quant,
+                                       const kiln_dims_t *input_dims, const int16_t *input,
+                                       const kiln_dims_t *filter_dims, const int8_t *filter,
+                                       const int64_t *bias,
+                                       const kiln_dims_t *output_dims, int16_t *output);
+
+/* FULLY_CONNECTED 16x8 with an int32 bias: the narrow arithmetic (NULL: zeros). */
+kiln_status_t kiln_fully_connected_b32_s16(const kiln_fc_params_t *params,
+                                           const kiln_per_channel_requant_t *quant,
+                                           const kiln_dims_t *input_dims, const int16_t *input,
+                                           const kiln_dims_t *filter_dims,
+                                           const int8_t *filter, const int32_t *bias,
+                                           const kiln_dims_t *output_dims, int16_t *output);
+
+/* TRANSPOSE_CONV 16x8 (wide), a gather per output pixel as
+ * kiln_transpose_conv_s8; bias int64 or NULL; dilation 1x1. No scratch. */
+kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,
+                                      const kiln_per_channel_requant_t *quant,
+                                      const kiln_dims_t *input_dims, const int16_t *input,
+                                      const kiln_dims_t *filter_dims, const int8_t *filter,
+                                      const int64_t *bias,
+                                      const kiln_dims_t *output_dims, int16_t *output);
+
 #ifdef __cplusplus
 }
 #endif

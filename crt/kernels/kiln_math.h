@@ -46,6 +46,21 @@ static inline int32_t kiln_requantize(int32_t x, int32_t multiplier, int32_t shi
         kiln_sat_rounding_doubling_high_mul(shifted, multiplier), right_shift);
 }
 
+/* x * multiplier * 2^(shift - 31) for a 64-bit x: TFLite's int64
+ * MultiplyByQuantizedMultiplier (16x8 layers with int64 bias), which rounds
+ * differently from kiln_requantize: the multiplier is first rounded to 15
+ * bits (0x7FFF at most), then one rounding shift by 15 - shift. Needs
+ * multiplier >= 0, shift in [-31, 7] and |x| < 2^47 (the caller's bound), so
+ * no intermediate overflows; the result is truncated to int32 as TFLite does
+ * (two's complement wrap-around). */
+static inline int32_t kiln_requantize64(int64_t x, int32_t multiplier, int32_t shift)
+{
+    const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    const int32_t total_shift = 15 - shift;
+    const int64_t rounded = x * reduced + (INT64_C(1) << (total_shift - 1));
+    return (int32_t)(uint32_t)(uint64_t)(rounded >> total_shift);
+}
+
 static inline int32_t kiln_clamp(int32_t x, int32_t lo, int32_t hi)
 {
     return x < lo ? lo : (x > hi ? hi : x);

@@ -29,13 +29,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir import Tensor
-from ...numerics import quantize_multiplier, requantize
+from ...numerics import activation_range, quantize_multiplier, requantize
 from ...errors import ModelError
 from ..bounds import Extreme, extremes, window_extremes
 from ..lowering import (LayerCode, LowerCtx, Target, c_dims, fused_range, lowering,
                         per_channel_multipliers, qparams)
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+# The bias types TFLM's 16x8 kernels take, per op: int64 everywhere (or none); CONV_2D and
+# FULLY_CONNECTED also int32 (their "narrow" int32 arithmetic, see crt/kernels/conv.h);
+# TRANSPOSE_CONV an int16 bias, which TFLM widens to int64 (so does the compiler).
+_BIAS16 = {"CONV_2D": ("int64", "int32"), "FULLY_CONNECTED": ("int64", "int32"),
+           "DEPTHWISE_CONV_2D": ("int64",), "TRANSPOSE_CONV": ("int64", "int16")}
 _INT32_MAX = (1 << 31) - 1
 
 
@@ -341,14 +346,18 @@ def _check_common(ctx: LowerCtx, x: Tensor | None, w: Tensor | None, b: Tensor |
     y = ctx.output(0)
     if x is None or w is None:
         return "missing input or filter tensor"
-    if x.dtype != "int8" or y.dtype != "int8":
+    sixteen = x.dtype == "int16" or y.dtype == "int16"
+    if sixteen and (x.dtype, y.dtype) != ("int16", "int16"):
+        return f"16x8 layers need int16 input and output (got {x.dtype} -> {y.dtype})"
+    if not sixteen and (x.dtype != "int8" or y.dtype != "int8"):
         return f"only int8 activations are supported (got {x.dtype} -> {y.dtype})"
     if w.dtype != "int8":
         return f"only int8 weights are supported (got {w.dtype})"
     if not w.is_const:
         return "the filter must be a constant tensor"
-    if b is not None and (b.dtype != "int32" or not b.is_const):
-        return f"the bias must be a constant int32 tensor (got {b.dtype}" \
+    bias_types = _BIAS16[ctx.op.type] if sixteen else ("int32",)
+    if b is not None and (b.dtype not in bias_types or not b.is_const):
+        return f"the bias must be a constant {' or '.join(bias_types)} tensor (got {b.dtype}" \
                f"{'' if b.is_const else ', not constant'})"
     for t in (x, y, w):
         if t.size == 0:
@@ -357,6 +366,9 @@ def _check_common(ctx: LowerCtx, x: Tensor | None, w: Tensor | None, b: Tensor |
             return f"tensor {t.name} is not quantized"
     if x.quant.per_channel or y.quant.per_channel:
         return "per-channel quantized activations are not supported"
+    if sixteen and (qparams(x)[1] != 0 or qparams(y)[1] != 0):
+        return f"int16 activations must be symmetric (zero point 0; got {qparams(x)[1]} -> " \
+               f"{qparams(y)[1]})"
     if rank is not None and (len(x.shape) != rank or len(y.shape) != rank or len(w.shape) != rank):
         return f"expected rank-{rank} input, filter and output, got {len(x.shape)}, " \
                f"{len(w.shape)}, {len(y.shape)}"
@@ -397,20 +409,41 @@ def _multipliers(x: Tensor, w: Tensor, y: Tensor, channels: int) -> tuple[np.nda
     return mult, shift
 
 
-def _check_shifts(shift: np.ndarray) -> str | None:
+def _check_shifts(shift: np.ndarray, wide: bool = False) -> str | None:
+    if wide and shift.size and int(shift.max()) > 7:
+        return "effective output scale >= 128 (input_scale * filter_scale / output_scale); " \
+               "the int64 requantization of 16x8 layers needs less"
     if shift.size and int(shift.max()) > 30:
         return "effective output scale >= 2^30 (input_scale * filter_scale / output_scale)"
     return None
 
 
-def _check_accumulator(bias: np.ndarray, abs_weight_sums: np.ndarray, what: str) -> str | None:
-    """Worst case |bias| + 256 * sum|w| per channel must fit int32: this bounds TFLM's
+def _check_accumulator(bias: np.ndarray, abs_weight_sums: np.ndarray, what: str,
+                       mode: str = "int8") -> str | None:
+    """int8: worst case |bias| + 256 * sum|w| per channel must fit int32: this bounds TFLM's
     accumulator (|input + input_offset| <= 255) and kiln's folded one (|input| <= 128,
-    |input_offset * sum w| <= 128 * sum|w|)."""
-    worst = np.abs(bias.astype(np.int64)) + 256 * abs_weight_sums.astype(np.int64)
-    if worst.size and int(worst.max()) > _INT32_MAX:
-        return f"{what}: the int32 accumulator could overflow (worst case {int(worst.max())})"
+    |input_offset * sum w| <= 128 * sum|w|). 16x8 "wide" (int64 bias): |bias| + 32768 *
+    sum|w| < 2^47, the input range of TFLM's int64 requantization. 16x8 "narrow": TFLM's
+    int32 accumulator wraps and so do kiln's (crt/kernels/conv.h): no bound."""
+    if mode == "narrow":
+        return None
+    scale, limit, kind = (32768, (1 << 47) - 1, "int64") if mode == "wide" else \
+        (256, _INT32_MAX, "int32")
+    worst = [abs(int(v)) + scale * int(s) for v, s in zip(bias.tolist(), abs_weight_sums.tolist())]
+    if worst and max(worst) > limit:
+        return f"{what}: the {kind} accumulator could overflow (worst case {max(worst)})"
     return None
+
+
+def _mode(ctx: LowerCtx, x: Tensor, b: Tensor | None) -> str:
+    """The arithmetic of a layer: "int8", or of a 16x8 one as TFLM picks it by the bias
+    type: "narrow" (an int32 accumulator: a CONV_2D or FULLY_CONNECTED with an int32
+    bias) or "wide" (int64, also without a bias; see crt/kernels/conv.h)."""
+    if x.dtype != "int16":
+        return "int8"
+    if ctx.op.type in ("CONV_2D", "FULLY_CONNECTED") and b is not None and b.dtype == "int32":
+        return "narrow"
+    return "wide"
 
 
 def _bias_values(b: Tensor | None, n: int) -> np.ndarray:
@@ -470,11 +503,12 @@ def _conv2d_check(ctx: LowerCtx) -> str | None:
     reason = _check_spatial(ctx, x, w, y, dilated=True) or _check_scales(w, out_c)
     if reason:
         return reason
-    reason = _check_shifts(_multipliers(x, w, y, out_c)[1])
+    mode = _mode(ctx, x, b)
+    reason = _check_shifts(_multipliers(x, w, y, out_c)[1], mode == "wide")
     if reason:
         return reason
     abs_sums = np.abs(w.data.astype(np.int64)).reshape(out_c, -1).sum(axis=1)
-    return _check_accumulator(_bias_values(b, out_c), abs_sums, "CONV_2D")
+    return _check_accumulator(_bias_values(b, out_c), abs_sums, "CONV_2D", mode)
 
 
 def _conv_shape(x: Tensor, w: Tensor, y: Tensor, g: ConvGeometry, fast: bool,
@@ -492,6 +526,8 @@ def _knobs_c(v: Variant) -> str:
 @lowering("CONV_2D", check=_conv2d_check)
 def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_conv2d_s16(ctx)
     out_c = y.shape[3]
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
     act = fused_range(ctx, y)
@@ -563,16 +599,19 @@ def _dwconv_check(ctx: LowerCtx) -> str | None:
     reason = _check_spatial(ctx, x, w, y, dilated=True) or _check_scales(w, out_c)
     if reason:
         return reason
-    reason = _check_shifts(_multipliers(x, w, y, out_c)[1])
+    mode = _mode(ctx, x, b)
+    reason = _check_shifts(_multipliers(x, w, y, out_c)[1], mode == "wide")
     if reason:
         return reason
     abs_sums = np.abs(w.data.astype(np.int64)).reshape(-1, out_c).sum(axis=0)
-    return _check_accumulator(_bias_values(b, out_c), abs_sums, "DEPTHWISE_CONV_2D")
+    return _check_accumulator(_bias_values(b, out_c), abs_sums, "DEPTHWISE_CONV_2D", mode)
 
 
 @lowering("DEPTHWISE_CONV_2D", check=_dwconv_check)
 def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_dwconv2d_s16(ctx)
     out_c = y.shape[3]
     mult_opt = int(ctx.op.options.get("depth_multiplier", 1))
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
@@ -670,9 +709,13 @@ def _fc_check(ctx: LowerCtx) -> str | None:
     if b is not None and b.size != s.units:
         return f"bias has {b.size} values for {s.units} units"
     mult, shift, w_off = _fc_quant(x, w, y, s.units)
-    reason = _check_shifts(shift)
+    mode = _mode(ctx, x, b)
+    reason = _check_shifts(shift, mode == "wide")
     if reason:
         return reason
+    if mode != "int8":
+        abs_sums = np.abs(w.data.astype(np.int64) + w_off).sum(axis=1)
+        return _check_accumulator(_bias_values(b, s.units), abs_sums, "FULLY_CONNECTED", mode)
     abs_sums = np.abs(w.data.astype(np.int64) + w_off).sum(axis=1) + \
         np.abs(w.data.astype(np.int64)).sum(axis=1) + abs(w_off) * s.depth
     return _check_accumulator(_bias_values(b, s.units), abs_sums, "FULLY_CONNECTED")
@@ -681,6 +724,8 @@ def _fc_check(ctx: LowerCtx) -> str | None:
 @lowering("FULLY_CONNECTED", check=_fc_check)
 def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_fully_connected_s16(ctx)
     s = _fc_shape(x, w)
     act = fused_range(ctx, y)
     mult, shift, w_off = _fc_quant(x, w, y, s.units)
@@ -770,14 +815,16 @@ def _tconv_check(ctx: LowerCtx) -> str | None:
         return f"output_shape {shape_t.data.tolist()} != output tensor {list(y.shape)}"
     if b is not None and b.size != out_c:
         return f"bias has {b.size} values for {out_c} output channels"
-    reason = _check_scales(w, out_c) or _check_shifts(_multipliers(x, w, y, out_c)[1])
+    mode = _mode(ctx, x, b)
+    reason = _check_scales(w, out_c) or \
+        _check_shifts(_multipliers(x, w, y, out_c)[1], mode == "wide")
     if reason:
         return reason
     # Taps reaching one output: at most ceil(KH / stride_h) * ceil(KW / stride_w).
     sh, sw = int(o.get("stride_h", 1)), int(o.get("stride_w", 1))
     taps = -(-w.shape[1] // sh) * -(-w.shape[2] // sw)
     worst_row = np.abs(w.data.astype(np.int64)).reshape(out_c, -1).max(axis=1) * x.shape[3] * taps
-    return _check_accumulator(_bias_values(b, out_c), worst_row, "TRANSPOSE_CONV")
+    return _check_accumulator(_bias_values(b, out_c), worst_row, "TRANSPOSE_CONV", mode)
 
 
 @extremes("TRANSPOSE_CONV")
@@ -796,6 +843,8 @@ def _tconv_extremes(ctx: LowerCtx) -> list[Extreme]:
 @lowering("TRANSPOSE_CONV", check=_tconv_check)
 def lower_transpose_conv(ctx: LowerCtx) -> LayerCode:
     x, w, b, y = _tconv_tensors(ctx)
+    if x.dtype == "int16":
+        return _lower_transpose_conv_s16(ctx)
     out_c = y.shape[3]
     g = _tconv_geometry(ctx, y, w)
     act = fused_range(ctx, y)
@@ -817,3 +866,135 @@ def lower_transpose_conv(ctx: LowerCtx) -> LayerCode:
                f"{_act_name(ctx)}")
     return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary)
 
+
+
+# --- 16x8: int16 activations, int8 weights (crt/kernels/conv16.c) ----------------------
+#
+# TFLM's 16x8 kernels ignore the zero points (the checks require 0) and take the model's
+# bias as it is: no folding. The arithmetic follows the bias type (_mode): "wide" kernels
+# take an int64 bias, "narrow" ones (kiln_*_b32_s16) an int32 one. Plain C only, so these
+# layers have one variant and are not tuned.
+
+def _act16(ctx: LowerCtx, y: Tensor) -> tuple[int, int]:
+    return activation_range(ctx.op.options.get("fused_activation_function", "NONE"),
+                            qparams(y)[0], 0, -32768, 32767)
+
+
+def _bias16(ctx: LowerCtx, b: Tensor | None) -> str:
+    """C name of a 16x8 layer's bias: the model's, or an int16 one widened to int64."""
+    if b is None:
+        return "NULL"
+    if b.dtype == "int16":
+        return ctx.const("bias", b.data.reshape(-1).astype(np.int64), "int64_t",
+                         f"{b.name} widened to int64, as TFLM does")
+    return ctx.ptr(b)
+
+
+def _kernel16(name: str, mode: str) -> str:
+    return f"kiln_{name}_s16" if mode == "wide" else f"kiln_{name}_b32_s16"
+
+
+def _summary16(mode: str) -> str:
+    return "16x8, int64 accumulator" if mode == "wide" else "16x8, int32 accumulator"
+
+
+def _lower_conv2d_s16(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    out_c = y.shape[3]
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    mult, shift = _multipliers(x, w, y, out_c)
+    mode = _mode(ctx, x, b)
+    kernel = _kernel16("conv2d", mode)
+    scratch = 2 * w.shape[1] * w.shape[2] * w.shape[3]    # kiln_conv2d_s16_get_buffer_size
+    lines = [
+        _conv_params_c("kiln_conv_params_t", g, x, y, _act16(ctx, y)),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        f"const kiln_context_t ctx = {{scratch, {scratch}}};",
+        _call(kernel, "&ctx, &params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    groups = x.shape[3] // w.shape[3]
+    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2] * w.shape[3]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
+               f"dilation {g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding "
+               f"(top {g.padding[0]}, left {g.padding[1]})"
+               f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}; {_summary16(mode)}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
+                     summary=summary, knobs={"variant": "generic"})
+
+
+def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    out_c = y.shape[3]
+    mult_opt = int(ctx.op.options.get("depth_multiplier", 1))
+    g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
+    mult, shift = _multipliers(x, w, y, out_c)
+    kernel = "kiln_dwconv2d_s16"
+    lines = [
+        _conv_params_c("kiln_dwconv_params_t", g, x, y, _act16(ctx, y),
+                       depth_multiplier=mult_opt),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
+               f"stride {g.stride[0]}x{g.stride[1]}, dilation {g.dilation[0]}x{g.dilation[1]}, "
+               f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
+               f"{_act_name(ctx)}; {_summary16('wide')}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary,
+                     knobs={"variant": "generic"})
+
+
+def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    s = _fc_shape(x, w)
+    act = _act16(ctx, y)
+    mult, shift, w_off = _fc_quant(x, w, y, s.units)
+    mode = _mode(ctx, x, b)
+    kernel = _kernel16("fully_connected", mode)
+    lines = [
+        "static const kiln_fc_params_t params = {",
+        f"    .input_offset = 0, .filter_offset = {w_off}, .output_offset = 0,",
+        f"    .activation = {{{act[0]}, {act[1]}}},",
+        "};",
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {{{s.batches}, 1, 1, {s.depth}}};",
+        f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
+        f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    kind = "per-channel" if w.quant.per_channel else "per-tensor"
+    summary = (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}; "
+               f"{_summary16(mode)}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=s.batches * s.depth * s.units,
+                     summary=summary, knobs={"variant": "generic"})
+
+
+def _lower_transpose_conv_s16(ctx: LowerCtx) -> LayerCode:
+    x, w, b, y = _tconv_tensors(ctx)
+    out_c = y.shape[3]
+    g = _tconv_geometry(ctx, y, w)
+    mult, shift = _multipliers(x, w, y, out_c)
+    kernel = "kiln_transpose_conv_s16"
+    lines = [
+        _conv_params_c("kiln_conv_params_t", g, x, y, _act16(ctx, y)),
+        _quant_c(ctx, mult, shift),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    macs = int(np.prod(x.shape)) * w.shape[0] * w.shape[1] * w.shape[2]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
+               f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
+               f"{_act_name(ctx)}; {_summary16('wide')}")
+    return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary)

@@ -1,0 +1,385 @@
+"""16x8 CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV: kiln vs tflite-micro.
+
+int16 activations (zero point 0), int8 weights, and the bias types TFLM's 16x8 kernels
+take: int64 or none (the "wide" int64 arithmetic), int32 for CONV_2D and FULLY_CONNECTED
+(TFLM's int32 accumulator, "narrow"), int16 for TRANSPOSE_CONV. Random cases (fixed
+seeds) are packed many to a model as in test_ops_conv.py; every output is compared
+exactly with TFLM.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln.compiler as kc
+from kiln.compiler.codegen.lowering import LOWERINGS, LowerCtx
+from kiln.compiler.codegen.ops.conv import out_size
+from kiln.compiler.numerics import requantize64
+from kiln.compiler.paths import crt_dir
+from reference import assert_equal_exact, run_reference
+from test_ops_conv import ACTS, Case, _build, _in_scale, _mean_scale, _weights
+from tflite_builder import TensorSpec, const, rand_int
+
+from conftest import models_root, require_tool
+
+
+def run16(cases: list[Case], seed: int, ref_cases: list[Case] | None = None,
+          x_range: int = 32768) -> kc.Artifact:
+    """Compile the cases as one model, run kiln and TFLM on the same random int16 inputs
+    (in [-x_range, x_range - 1]) and compare every output exactly."""
+    model = _build(cases)
+    ref_model = model if ref_cases is None else _build(ref_cases)
+    rng = np.random.default_rng(seed)
+    xs = [rng.integers(-x_range, x_range, size=t.shape).astype(np.int16)
+          for c in cases for t in c.inputs if t is not None and t.data is None]
+    art = kc.compile(kc.load(model), board="host")
+    got = art.run(*xs)
+    want = run_reference(ref_model, xs)
+    failures = []
+    for c, g, w in zip(cases, got, want):
+        try:
+            assert_equal_exact(g, w, c.label)
+        except AssertionError as e:
+            failures.append(str(e))
+    assert not failures, "\n".join(failures)
+    return art
+
+
+# --- random parameters ------------------------------------------------------------------
+
+def _x16(shape: tuple[int, ...], scale: float) -> TensorSpec:
+    return TensorSpec(shape, "int16", scale=scale, zero_point=0)
+
+
+def _x_scale(rng: np.random.Generator) -> float:
+    return float(np.float32(_in_scale(rng) / 256))
+
+
+def _y_scale(rng: np.random.Generator, x_scale: float, w_scale: float, taps: int) -> float:
+    """Outputs of a few thousand typically; sometimes an effective multiplier far above
+    (x 1e-3) or below (x 200) the typical one."""
+    typical = x_scale * w_scale * 100.0 * np.sqrt(max(taps, 1))
+    r = rng.random()
+    factor = 1e-3 if r < 0.08 else 200.0 if r < 0.16 else \
+        float(np.exp(rng.uniform(np.log(0.3), np.log(3.0))))
+    return float(np.float32(typical * factor))
+
+
+def _bias16(rng: np.random.Generator, n: int, x_scale: float, w: TensorSpec, dtype: str,
+            magnitude: int | None = None) -> TensorSpec:
+    """A constant bias of `dtype`: int64 up to +-2^35, int32 up to +-2^30, int16."""
+    if magnitude is None:
+        choices = {"int64": [0, 1000, 10**6, 2**35], "int32": [0, 1000, 10**6, 2**30],
+                   "int16": [0, 100, 30000]}[dtype]
+        magnitude = int(rng.choice(choices))
+    scales = [float(np.float32(x_scale) * s) for s in np.asarray(w.scales, np.float32)]
+    data = rng.integers(-magnitude, magnitude + 1, size=n)
+    return TensorSpec((n,), dtype, scale=scales if len(scales) > 1 else scales[0],
+                      zero_point=[0] * len(scales), data=data)
+
+
+def conv16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
+    p = dict(n=int(rng.choice([1, 1, 1, 2])), kh=int(rng.integers(1, 6)),
+             kw=int(rng.integers(1, 6)), sh=int(rng.choice([1, 1, 2, 3])),
+             sw=int(rng.choice([1, 1, 2, 3])), dh=int(rng.choice([1, 1, 1, 2, 3])),
+             dw=int(rng.choice([1, 1, 1, 2])), padding=str(rng.choice(["SAME", "VALID"])),
+             cin=int(rng.integers(1, 9)), cout=int(rng.integers(1, 11)),
+             groups=int(rng.choice([1, 1, 1, 1, 2])), per_channel=bool(rng.random() < 0.7),
+             bias=str(rng.choice(["int64", "int64", "int32", "none"])), act=str(rng.choice(ACTS)))
+    p.update(fixed)
+    cin, cout = p["cin"] * p["groups"], p["cout"] * p["groups"]
+    eff_h, eff_w = (p["kh"] - 1) * p["dh"] + 1, (p["kw"] - 1) * p["dw"] + 1
+    h = p.get("h", int(rng.integers(eff_h if p["padding"] == "VALID" else 1, eff_h + 10)))
+    w_ = p.get("w", int(rng.integers(eff_w if p["padding"] == "VALID" else 1, eff_w + 10)))
+    oh = out_size(p["padding"], h, p["kh"], p["sh"], p["dh"])
+    ow = out_size(p["padding"], w_, p["kw"], p["sw"], p["dw"])
+    xs = _x_scale(rng)
+    wt = _weights(rng, (cout, p["kh"], p["kw"], p["cin"]), 0 if p["per_channel"] else None, cout)
+    b = None if p["bias"] == "none" else _bias16(rng, cout, xs, wt, p["bias"])
+    ys = _y_scale(rng, xs, _mean_scale(wt), p["kh"] * p["kw"] * p["cin"])
+    x, y = _x16((p["n"], h, w_, cin), xs), _x16((p["n"], oh, ow, cout), ys)
+    opts = {"padding": p["padding"], "stride_h": p["sh"], "stride_w": p["sw"],
+            "dilation_h_factor": p["dh"], "dilation_w_factor": p["dw"],
+            "fused_activation_function": p["act"]}
+    label = (f"conv16#{i} x{list(x.shape)} w{list(wt.shape)} y{list(y.shape)} "
+             f"s{p['sh']}x{p['sw']} d{p['dh']}x{p['dw']} {p['padding']} {p['act']} "
+             f"{'pc' if p['per_channel'] else 'pt'} bias={p['bias']}")
+    return Case("CONV_2D", [x, wt, b], y, opts, label)
+
+
+def dwconv16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
+    p = dict(n=int(rng.choice([1, 1, 1, 2])), kh=int(rng.integers(1, 6)),
+             kw=int(rng.integers(1, 6)), sh=int(rng.choice([1, 1, 2, 3])),
+             sw=int(rng.choice([1, 1, 2, 3])), dh=int(rng.choice([1, 1, 1, 2, 3])),
+             dw=int(rng.choice([1, 1, 1, 2])), padding=str(rng.choice(["SAME", "VALID"])),
+             cin=int(rng.integers(1, 13)), mult=int(rng.choice([1, 1, 1, 2, 3])),
+             per_channel=bool(rng.random() < 0.7), bias=bool(rng.random() < 0.85),
+             act=str(rng.choice(ACTS)))
+    p.update(fixed)
+    cout = p["cin"] * p["mult"]
+    eff_h, eff_w = (p["kh"] - 1) * p["dh"] + 1, (p["kw"] - 1) * p["dw"] + 1
+    h = p.get("h", int(rng.integers(eff_h if p["padding"] == "VALID" else 1, eff_h + 10)))
+    w_ = p.get("w", int(rng.integers(eff_w if p["padding"] == "VALID" else 1, eff_w + 10)))
+    oh = out_size(p["padding"], h, p["kh"], p["sh"], p["dh"])
+    ow = out_size(p["padding"], w_, p["kw"], p["sw"], p["dw"])
+    xs = _x_scale(rng)
+    wt = _weights(rng, (1, p["kh"], p["kw"], cout), 3 if p["per_channel"] else None, cout)
+    b = _bias16(rng, cout, xs, wt, "int64") if p["bias"] else None
+    ys = _y_scale(rng, xs, _mean_scale(wt), p["kh"] * p["kw"])
+    x, y = _x16((p["n"], h, w_, p["cin"]), xs), _x16((p["n"], oh, ow, cout), ys)
+    opts = {"padding": p["padding"], "stride_h": p["sh"], "stride_w": p["sw"],
+            "dilation_h_factor": p["dh"], "dilation_w_factor": p["dw"],
+            "depth_multiplier": p["mult"], "fused_activation_function": p["act"]}
+    label = (f"dwconv16#{i} x{list(x.shape)} w{list(wt.shape)} y{list(y.shape)} m{p['mult']} "
+             f"s{p['sh']}x{p['sw']} d{p['dh']}x{p['dw']} {p['padding']} {p['act']} "
+             f"{'pc' if p['per_channel'] else 'pt'} bias={p['bias']}")
+    return Case("DEPTHWISE_CONV_2D", [x, wt, b], y, opts, label)
+
+
+def run_dwconv16(cases: list[Case], seed: int) -> kc.Artifact:
+    """TFLM cannot run a DEPTHWISE_CONV_2D without a bias (its Prepare() crashes, see
+    test_ops_conv.run_dwconv_cases): it runs those with an explicit zero int64 bias, which
+    is the same arithmetic (TFLM's int16 depthwise is int64 with or without a bias)."""
+    ref = []
+    for c in cases:
+        if c.inputs[2] is None:
+            w = c.inputs[1]
+            zeros = TensorSpec((w.shape[3],), "int64", scale=w.scales[0], zero_point=0,
+                               data=np.zeros(w.shape[3], np.int64))
+            c = Case(c.op, [c.inputs[0], w, zeros], c.output, c.options, c.label)
+        ref.append(c)
+    return run16(cases, seed, ref_cases=ref)
+
+
+def fc16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
+    p = dict(batches=int(rng.choice([1, 1, 2, 3])), depth=int(rng.integers(1, 80)),
+             units=int(rng.integers(1, 21)), per_channel=bool(rng.random() < 0.5),
+             w_zp=0, bias=str(rng.choice(["int64", "int64", "int32", "none"])),
+             act=str(rng.choice(ACTS)))
+    p.update(fixed)
+    xs = _x_scale(rng)
+    wt = _weights(rng, (p["units"], p["depth"]), 0 if p["per_channel"] else None, p["units"],
+                  zero_point=p["w_zp"])
+    b = None if p["bias"] == "none" else _bias16(rng, p["units"], xs, wt, p["bias"])
+    ys = _y_scale(rng, xs, _mean_scale(wt), p["depth"])
+    x, y = _x16((p["batches"], p["depth"]), xs), _x16((p["batches"], p["units"]), ys)
+    label = (f"fc16#{i} x{list(x.shape)} w{list(wt.shape)} {p['act']} "
+             f"{'pc' if p['per_channel'] else 'pt'} w_zp={p['w_zp']} bias={p['bias']}")
+    return Case("FULLY_CONNECTED", [x, wt, b], y, {"fused_activation_function": p["act"]},
+                label)
+
+
+def tconv16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
+    p = dict(n=int(rng.choice([1, 1, 2])), kh=int(rng.integers(1, 6)), kw=int(rng.integers(1, 6)),
+             sh=int(rng.choice([1, 2, 2, 3])), sw=int(rng.choice([1, 2, 2, 3])),
+             padding=str(rng.choice(["SAME", "VALID"])), cin=int(rng.integers(1, 7)),
+             cout=int(rng.integers(1, 8)), h=int(rng.integers(1, 7)), w=int(rng.integers(1, 7)),
+             per_channel=bool(rng.random() < 0.7),
+             bias=str(rng.choice(["int64", "int64", "int16", "none"])),
+             act=str(rng.choice(ACTS, p=[0.7, 0.1, 0.1, 0.1])))
+    p.update(fixed)
+    if p["padding"] == "SAME":
+        oh, ow = p["h"] * p["sh"], p["w"] * p["sw"]
+    else:
+        oh, ow = (p["h"] - 1) * p["sh"] + p["kh"], (p["w"] - 1) * p["sw"] + p["kw"]
+    xs = _x_scale(rng)
+    wt = _weights(rng, (p["cout"], p["kh"], p["kw"], p["cin"]), 0 if p["per_channel"] else None,
+                  p["cout"])
+    taps = max(1, (p["kh"] // p["sh"]) * (p["kw"] // p["sw"])) * p["cin"]
+    ys = _y_scale(rng, xs, _mean_scale(wt), taps)
+    x, y = _x16((p["n"], p["h"], p["w"], p["cin"]), xs), _x16((p["n"], oh, ow, p["cout"]), ys)
+    opts = {"padding": p["padding"], "stride_h": p["sh"], "stride_w": p["sw"]}
+    if p["act"] != "NONE":
+        opts["fused_activation_function"] = p["act"]
+    label = (f"tconv16#{i} x{list(x.shape)} w{list(wt.shape)} y{list(y.shape)} "
+             f"s{p['sh']}x{p['sw']} {p['padding']} {'pc' if p['per_channel'] else 'pt'} "
+             f"bias={p['bias']} {p['act']}")
+    inputs: list[TensorSpec | None] = [const(list(y.shape), "int32"), wt, x]
+    if p["bias"] != "none":
+        inputs.append(_bias16(rng, p["cout"], xs, wt, p["bias"]))
+    return Case("TRANSPOSE_CONV", inputs, y, opts, label)
+
+
+# --- bit-exact with TFLM ------------------------------------------------------------------
+
+def test_conv2d_16x8_random():
+    rng = np.random.default_rng(1616)
+    art = run16([conv16_case(rng, i) for i in range(50)], seed=11)
+    kernels = {op["kernel"] for op in art.report["ops"]}
+    assert kernels == {"kiln_conv2d_s16", "kiln_conv2d_b32_s16"}
+
+
+def test_conv2d_16x8_edge_cases():
+    rng = np.random.default_rng(1617)
+    cases = [
+        conv16_case(rng, 0, h=1, w=1, kh=1, kw=1, padding="VALID"),
+        conv16_case(rng, 1, h=1, w=1, kh=3, kw=3, padding="SAME", bias="int64"),
+        conv16_case(rng, 2, h=9, w=9, kh=2, kw=2, sh=4, sw=3, dh=1, dw=1),
+        conv16_case(rng, 3, h=10, w=10, kh=3, kw=3, sh=2, sw=2, dh=1, dw=1, padding="SAME"),
+        conv16_case(rng, 4, kh=3, kw=3, groups=2, dh=2, dw=2, padding="SAME", bias="int64"),
+        conv16_case(rng, 5, kh=1, kw=1, groups=3, bias="none"),
+        conv16_case(rng, 6, h=3, w=12, kh=3, kw=4, sh=1, sw=2, dh=1, dw=1, padding="VALID",
+                    cin=64, cout=8, groups=1, bias="int64"),           # the SEANet layer's shape
+        conv16_case(rng, 7, act="RELU", bias="int32"),
+        conv16_case(rng, 8, act="RELU6", bias="int64"),
+        conv16_case(rng, 9, act="RELU_N1_TO_1", bias="int64"),
+        # 300 taps of at most 2^22: a block boundary, and an int32 sum that can wrap.
+        conv16_case(rng, 10, h=5, w=5, kh=5, kw=5, cin=12, cout=3, groups=1, dh=1, dw=1,
+                    padding="SAME", bias="none"),
+    ]
+    run16(cases, seed=12)
+
+
+def test_dwconv2d_16x8_random():
+    rng = np.random.default_rng(1618)
+    run_dwconv16([dwconv16_case(rng, i) for i in range(50)], seed=13)
+
+
+def test_dwconv2d_16x8_edge_cases():
+    rng = np.random.default_rng(1619)
+    cases = [
+        dwconv16_case(rng, 0, h=1, w=1, kh=3, kw=3, padding="SAME"),
+        dwconv16_case(rng, 1, kh=3, kw=3, mult=4, dh=2, dw=2, padding="SAME"),
+        dwconv16_case(rng, 2, kh=3, kw=3, sh=2, sw=2, act="RELU6", bias=False),
+        dwconv16_case(rng, 3, kh=5, kw=1, h=20, w=1, cin=16, mult=1, padding="VALID"),
+    ]
+    run_dwconv16(cases, seed=14)
+
+
+def test_fully_connected_16x8_random():
+    rng = np.random.default_rng(1620)
+    art = run16([fc16_case(rng, i) for i in range(50)], seed=15)
+    kernels = {op["kernel"] for op in art.report["ops"]}
+    assert kernels == {"kiln_fully_connected_s16", "kiln_fully_connected_b32_s16"}
+
+
+def test_fully_connected_16x8_edge_cases():
+    rng = np.random.default_rng(1621)
+    cases = [
+        fc16_case(rng, 0, depth=1, units=1, batches=1),
+        fc16_case(rng, 1, depth=640, units=16, batches=1, per_channel=False, bias="int64"),
+        fc16_case(rng, 2, per_channel=False, w_zp=-17, bias="int64"),
+        fc16_case(rng, 3, per_channel=False, w_zp=9, bias="int32"),
+        fc16_case(rng, 4, per_channel=True, act="RELU", bias="none", batches=4),
+        fc16_case(rng, 5, per_channel=False, bias="none", w_zp=3),
+        fc16_case(rng, 6, depth=600, units=4, bias="int64", magnitude=None),
+    ]
+    run16(cases, seed=16)
+
+
+def test_narrow_accumulator_wraps_as_tflm():
+    """A FULLY_CONNECTED (or CONV_2D) with an int32 bias accumulates in int32 in TFLM and
+    wraps; kiln takes the exact sum modulo 2^32: the same outputs. All-extreme inputs
+    times all-127 weights over 1024 taps reach 2^32 and more. Without a bias or with an
+    int64 one the sum is exact."""
+    rng = np.random.default_rng(1622)
+    cases = []
+    for i, bias in enumerate(["none", "int32", "int64"]):
+        c = fc16_case(rng, i, depth=1024, units=3, batches=2, per_channel=True, bias=bias)
+        w = c.inputs[1]
+        w.data = np.full(w.shape, 127, np.int8)
+        c.label += " (all-127 weights)"
+        cases.append(c)
+    model_inputs = [np.full((2, 1024), 32767, np.int16) for _ in cases]
+    model = _build(cases)
+    got = kc.compile(kc.load(model), board="host").run(*model_inputs)
+    want = run_reference(model, model_inputs)
+    for c, g, w in zip(cases, got, want):
+        assert_equal_exact(g, w, c.label)
+
+
+def test_transpose_conv_16x8_random():
+    rng = np.random.default_rng(1623)
+    run16([tconv16_case(rng, i) for i in range(40)], seed=17)
+
+
+def test_transpose_conv_16x8_edge_cases():
+    rng = np.random.default_rng(1624)
+    cases = [
+        tconv16_case(rng, 0, h=1, w=1, kh=1, kw=1, sh=1, sw=1),
+        tconv16_case(rng, 1, h=3, w=4, kh=2, kw=2, sh=3, sw=3, bias="int16"),
+        tconv16_case(rng, 2, h=4, w=3, kh=4, kw=3, sh=2, sw=2, padding="SAME", bias="int64"),
+        tconv16_case(rng, 3, act="RELU", bias="none"),
+        tconv16_case(rng, 4, act="RELU6", bias="int64"),
+    ]
+    run16(cases, seed=18)
+
+
+# --- the int64 requantization: C vs numpy ------------------------------------------------
+
+_REQUANT64_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "kiln_math.h"
+
+int main(void)
+{
+    long long x;
+    long m, s;
+    while (scanf("%lld %ld %ld", &x, &m, &s) == 3) {
+        printf("%ld\n", (long)kiln_requantize64((int64_t)x, (int32_t)m, (int32_t)s));
+    }
+    return 0;
+}
+"""
+
+
+def test_requantize64_c_matches_numpy(tmp_path: Path):
+    """kiln_requantize64 (kiln_math.h) and numerics.requantize64 agree on random and edge
+    values of the whole domain (|x| < 2^47, multiplier in [0, 2^31), shift in [-31, 7]),
+    results that wrap included."""
+    cc = shutil.which("cc") or pytest.skip("no host C compiler")
+    rng = np.random.default_rng(64)
+    n = 20000
+    x = np.concatenate([rng.integers(-(1 << 47) + 1, 1 << 47, n),
+                        rng.integers(-100000, 100000, n),
+                        [0, 1, -1, (1 << 47) - 1, -(1 << 47) + 1, 1 << 20, -(1 << 20)]])
+    m = np.concatenate([rng.integers(1 << 30, 1 << 31, 2 * n),
+                        [0, 0x7FFF0000 - 1, 0x7FFF0000, (1 << 31) - 1, 1 << 30, 32767, 1 << 30]])
+    s = np.concatenate([rng.integers(-31, 8, 2 * n), [7, -31, 0, 7, -31, 3, -15]])
+    src = tmp_path / "main.c"
+    src.write_text(_REQUANT64_MAIN)
+    exe = tmp_path / "requant64"
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2",
+                    "-I", str(crt_dir() / "kernels"), "-o", str(exe), str(src)], check=True)
+    feed = "\n".join(f"{a} {b} {c}" for a, b, c in zip(x.tolist(), m.tolist(), s.tolist()))
+    out = subprocess.run([str(exe)], input=feed, capture_output=True, text=True, check=True)
+    got = np.array([int(v) for v in out.stdout.split()], dtype=np.int64)
+    want = requantize64(x, m, s)
+    bad = np.flatnonzero(got != want)
+    assert bad.size == 0, [(int(x[i]), int(m[i]), int(s[i]), int(got[i]), int(want[i]))
+                           for i in bad[:10]]
+    assert np.any(np.abs(want) > 1 << 20) and np.any(want < 0)    # the test covers wide values
+
+
+# --- a real 16x8 model ----------------------------------------------------------------------
+
+def seanet_model() -> bytes:
+    path = models_root() / "external" / "tfm_seanet_conv10.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not found (set KILN_MODELS)")
+    return path.read_bytes()
+
+
+def _seanet_inputs(model: bytes, n: int, seed: int) -> list[np.ndarray]:
+    """n random int16 inputs of the model's input shape: full range and small values."""
+    g = kc.load(model)
+    shape = g.tensor(g.inputs[0]).shape
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-32768, 32768, size=shape).astype(np.int16) if i % 2 == 0 else
+            rng.integers(-300, 300, size=shape).astype(np.int16) for i in range(n)]
+
+
+def test_seanet_conv_bit_exact_on_host():
+    """SEANet's 16x8 CONV_2D (3x4 filter, stride 1x2, 64 -> 64 channels, int64 bias): kiln
+    on the host equals TFLM on every output of several inputs."""
+    model = seanet_model()
+    art = kc.compile(kc.load(model), board="host")
+    assert [op["kernel"] for op in art.report["ops"]] == ["kiln_conv2d_s16"]
+    for i, x in enumerate(_seanet_inputs(model, 4, seed=21)):
+        assert_equal_exact(art.run(x)[0], run_reference(model, [x])[0], f"seanet input {i}")
