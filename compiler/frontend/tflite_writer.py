@@ -195,6 +195,8 @@ class _Writer:
         tflite.TensorAddName(b, name)
         if quant is not None:
             tflite.TensorAddQuantization(b, quant)
+        if t.is_variable:
+            tflite.TensorAddIsVariable(b, True)
         return tflite.TensorEnd(b)
 
     def _operator(self, op: Op, code_index: int) -> int:

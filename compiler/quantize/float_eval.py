@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..ir import Graph, Op, Quant, Tensor
+from .lstm import LSTM, float_lstm
 
 Observer = Callable[[int, np.ndarray], None]
 
@@ -116,6 +117,7 @@ class _Ctx:
 
     def __init__(self, graph: Graph, op: Op, values: dict[int, np.ndarray], n: int):
         self.graph, self.op, self.values, self.n = graph, op, values, n
+        self.observed: dict[int, np.ndarray] = {}   # other tensors the op computes (LSTM cell)
 
     def tensor(self, i: int) -> Tensor:
         return self.graph.tensor(self.op.inputs[i])
@@ -324,6 +326,7 @@ OPS: dict[str, Callable[[_Ctx], np.ndarray]] = {
     "PAD": _pad, "PADV2": _pad,
     "TRANSPOSE": _transpose,
     "DEQUANTIZE": _identity,
+    LSTM: float_lstm,
 }
 
 
@@ -372,6 +375,8 @@ class FloatModel:
             values[op.outputs[0]] = y
             if observe is not None:
                 observe(op.outputs[0], y)
+                for tid, value in ctx.observed.items():
+                    observe(tid, value)
             for tid in op.inputs:
                 if tid >= 0 and self._last_use.get(tid) == step and tid not in keep:
                     values.pop(tid, None)
