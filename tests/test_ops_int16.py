@@ -161,3 +161,55 @@ def test_quantize_dequantize_s16():
             continue
         cases.append(Case("QUANTIZE", [s16(shape, si, zi)], out))
     run_cases(cases, rng)
+
+
+ALL_INT16 = np.arange(-32768, 32768, dtype=np.int64).astype(np.int16)
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_logistic_tanh_s16_all_inputs(op):
+    """Every int16 input, on power-of-two input scales (TFLM's 3 << shift path for 2^-12,
+    and 2^-11 for TANH) and general ones (multiplier doubled past 32767 / 2, shifts up
+    to 31)."""
+    rng = np.random.default_rng({"LOGISTIC": 5, "TANH": 6}[op])
+    scales = [2.0 ** -12, 2.0 ** -11, 2.0 ** -13, 2.0 ** -10, 2.0 ** -15, 1e-6, 2.5, 0.02]
+    scales += [_scale(rng, 1e-5, 1e-2) for _ in range(4)]
+    cases = [Case(op, [s16((256, 256), s)], s16((256, 256), 2.0 ** -15)) for s in scales]
+    inputs = [[rng.permutation(ALL_INT16).reshape(256, 256)] for _ in cases]
+    art = run_cases(cases, rng, inputs)
+    assert {o["kernel"] for o in art.report["ops"]} == {f"kiln_{op.lower()}_s16"}
+
+
+def test_sigmoid_table_measured_from_tflm():
+    """kiln's copy of the sigmoid table is what tflite-micro interpolates: TANH with an
+    input scale that maps x to 2x reads entry h at x = 128 h, and the last entry through
+    the slope at 254 * 128 + 127."""
+    from kiln.compiler.codegen.ops import activation as act
+    scale = float(np.float32(16384.5 / 12288 / 8192))
+    assert act.sigmoid_s16_params(scale, True) == (16384, 13)
+    x = np.concatenate([np.arange(255) * 128, [254 * 128 + 127]]).astype(np.int16)
+    model = build_model([OpSpec("TANH", [0], [1])],
+                        [s16((256,), scale), s16((256,), 2.0 ** -15)], [0], [1])
+    y = run_reference(model, [x])[0].astype(np.int64) + 32768
+    assert list(y) == [int(v) for v in act.sigmoid_table_u16()]
+
+
+def test_softmax_s16():
+    """int16 -> int16 (gen_lut tables, interpolation) and int8 -> int16 (the keyword
+    model's last layer): rows of several lengths, betas, input scales."""
+    rng = np.random.default_rng(7)
+    cases = []
+    shapes = [(1, 2), (1, 10), (2, 3, 17), (4, 256), (1, 1), (3, 1000)]
+    for i in range(12):
+        shape = shapes[i % len(shapes)]
+        beta = [1.0, 0.5, 2.0, 1.7][i % 4]
+        if i % 3 == 2:
+            x = TensorSpec(shape, "int8", scale=_scale(rng, 0.01, 0.5),
+                           zero_point=int(rng.integers(-128, 128)))
+            out = TensorSpec(shape, "int16", scale=1 / 65536, zero_point=-32768)
+        else:
+            x = s16(shape, _scale(rng, 1e-5, 1e-2))
+            out = s16(shape, 1 / 32768)
+        cases.append(Case("SOFTMAX", [x], out, {"beta": beta}))
+    art = run_cases(cases, rng)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_softmax_s16", "kiln_softmax_s8_s16"}

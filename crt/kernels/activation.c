@@ -1,5 +1,6 @@
 /*
- * activation.c - int8 lookup-table activations and SOFTMAX.
+ * activation.c - int8 lookup-table activations and SOFTMAX; int16 SOFTMAX,
+ * LOGISTIC and TANH.
  */
 #include "activation.h"
 
@@ -96,53 +97,233 @@ static inline int32_t count_leading_zeros(uint32_t x)
 /* Rows up to 8191 long: each Q12.19 term is at most 2^19, so the sum stays
  * below 2^32. */
 #define KILN_SOFTMAX_MAX_DEPTH 8191
+/* int16 rows: the int32 sum of up to 65535 exp values of at most 32767. */
+#define KILN_SOFTMAX_S16_MAX_DEPTH 65535
+
+/* TFLM's quantized Softmax for one int8 row; the output type has `output_bits`
+ * (8 or 16) bits and its minimum as zero point (-128 at scale 1/256, -32768 at
+ * 1/65536). Writes through `store` so one loop serves both output types. */
+static void softmax_row_s8(const int32_t *exp_table, const int8_t *x, int32_t depth,
+                           int32_t output_bits, int8_t *y8, int16_t *y16)
+{
+    const int32_t out_min = output_bits == 8 ? INT8_MIN : INT16_MIN;
+    const int32_t out_max = output_bits == 8 ? INT8_MAX : INT16_MAX;
+    int32_t max = x[0];
+    for (int32_t c = 1; c < depth; ++c) {
+        max = x[c] > max ? x[c] : max;
+    }
+    /* Sum of exp in Q12.19 (gemmlowp Rescale<12>: a rounding shift by 12). */
+    uint32_t sum = 0;
+    for (int32_t c = 0; c < depth; ++c) {
+        sum += (uint32_t)kiln_rounding_divide_by_pot(exp_table[max - x[c]], 12);
+    }
+    /* TFLM's GetReciprocal: sum = 2^bits_over_unit * (1 + fraction). sum >= 2^19
+     * (the max element contributes exp(0)), so headroom <= 12. */
+    const int32_t headroom_plus_one = count_leading_zeros(sum);
+    const int32_t bits_over_unit = 12 - headroom_plus_one;
+    const int32_t fraction = (int32_t)((sum << headroom_plus_one) - UINT32_C(0x80000000));
+    const int32_t scale = one_over_one_plus_x(fraction);
+    /* Q0.31 * Q0.31 product down to the 2^-output_bits output scale. */
+    const int32_t exponent = bits_over_unit + 31 - output_bits;
+    for (int32_t c = 0; c < depth; ++c) {
+        int32_t value = out_min;
+        if (exponent <= 31) {
+            /* exponent > 31 (int8 only): the sum is at least 2^28 (>= 512 near-equal
+             * inputs), every probability is below 1/512 and rounds to 0. TFLM stops
+             * on a TFLITE_CHECK there. */
+            const int32_t prob = kiln_rounding_divide_by_pot(
+                kiln_sat_rounding_doubling_high_mul(scale, exp_table[max - x[c]]), exponent);
+            value = kiln_clamp(prob + out_min, out_min, out_max);
+        }
+        if (output_bits == 8) {
+            y8[c] = (int8_t)value;
+        } else {
+            y16[c] = (int16_t)value;
+        }
+    }
+}
+
+static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
+                                 const kiln_dims_t *input_dims, const void *input,
+                                 const kiln_dims_t *output_dims, const void *output)
+{
+    const int32_t count = dims_count(input_dims);
+    /* exp_table[0] is exp(0) = 1.0 */
+    return params != NULL && params->exp_table != NULL && input != NULL && output != NULL &&
+           count >= 0 && count == dims_count(output_dims) && input_dims->c == output_dims->c &&
+           input_dims->c <= KILN_SOFTMAX_MAX_DEPTH && params->exp_table[0] == INT32_MAX;
+}
 
 kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    const int32_t count = dims_count(input_dims);
-    if (params == NULL || params->exp_table == NULL || input == NULL || output == NULL ||
-        count < 0 || count != dims_count(output_dims) || input_dims->c != output_dims->c ||
-        input_dims->c > KILN_SOFTMAX_MAX_DEPTH || params->exp_table[0] != INT32_MAX) {
-        return KILN_ERR_ARG;   /* exp_table[0] is exp(0) = 1.0 */
+    if (!softmax_s8_args_valid(params, input_dims, input, output_dims, output)) {
+        return KILN_ERR_ARG;
     }
-    const int32_t *exp_table = params->exp_table;
+    const int32_t depth = input_dims->c;
+    const int32_t rows = dims_count(input_dims) / depth;
+    for (int32_t r = 0; r < rows; ++r) {
+        softmax_row_s8(params->exp_table, input + r * depth, depth, 8, output + r * depth, NULL);
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_softmax_s8_s16(const kiln_softmax_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (!softmax_s8_args_valid(params, input_dims, input, output_dims, output)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = input_dims->c;
+    const int32_t rows = dims_count(input_dims) / depth;
+    for (int32_t r = 0; r < rows; ++r) {
+        softmax_row_s8(params->exp_table, input + r * depth, depth, 16, NULL,
+                       output + r * depth);
+    }
+    return KILN_OK;
+}
+
+/* --- int16: SOFTMAX, LOGISTIC, TANH ------------------------------------------------ */
+
+/* TFLM's 513-entry int16 table lookup with linear interpolation: entry
+ * 256 + (x >> 7) and the next, weighted by the low 7 bits. The slope and the
+ * result are int16 values (TFLM stores them in int16_t: wrap-around). */
+static inline int32_t wrap16(int32_t x)
+{
+    return (int32_t)(int16_t)(uint16_t)(uint32_t)x;
+}
+
+static inline int32_t lut_interpolate_s16(int32_t value, const int16_t *lut)
+{
+    const int32_t index = 256 + (value >> 7);          /* value in int16: index in [0, 511] */
+    const int32_t offset = value & 0x7f;
+    const int32_t base = lut[index];
+    const int32_t slope = wrap16(lut[index + 1] - base);
+    return wrap16(base + ((slope * offset + 64) >> 7));
+}
+
+kiln_status_t kiln_softmax_s16(const kiln_softmax_s16_params_t *params,
+                               const kiln_dims_t *input_dims, const int16_t *input,
+                               const kiln_dims_t *output_dims, int16_t *output)
+{
+    const int32_t count = dims_count(input_dims);
+    if (params == NULL || params->exp_lut == NULL || params->one_over_one_plus_x_lut == NULL ||
+        input == NULL || output == NULL || count < 0 || count != dims_count(output_dims) ||
+        input_dims->c != output_dims->c || input_dims->c > KILN_SOFTMAX_S16_MAX_DEPTH ||
+        params->input.shift < -31 || params->input.shift > 30) {
+        return KILN_ERR_ARG;
+    }
     const int32_t depth = input_dims->c;
     const int32_t rows = count / depth;
     for (int32_t r = 0; r < rows; ++r) {
-        const int8_t *x = input + r * depth;
-        int8_t *y = output + r * depth;
+        const int16_t *x = input + r * depth;
+        int16_t *y = output + r * depth;
         int32_t max = x[0];
         for (int32_t c = 1; c < depth; ++c) {
             max = x[c] > max ? x[c] : max;
         }
-        /* Sum of exp in Q12.19 (gemmlowp Rescale<12>: a rounding shift by 12). */
-        uint32_t sum = 0;
+        /* exp(x - max), the difference in [-65535, 0] rescaled so that -65535 is
+         * -10.0, recentred to int16 for the table. Kept in the output row (TFLM
+         * does the same), which is why the kernel may not run in place. */
+        int32_t sum = 0;                 /* Q16.15, at most depth * 32767 < 2^31 */
         for (int32_t c = 0; c < depth; ++c) {
-            sum += (uint32_t)kiln_rounding_divide_by_pot(exp_table[max - x[c]], 12);
+            const int32_t scaled = kiln_requantize(x[c] - max, params->input.multiplier,
+                                                   params->input.shift);
+            const int32_t e = lut_interpolate_s16(kiln_clamp(scaled + 32767, INT16_MIN,
+                                                             INT16_MAX), params->exp_lut);
+            y[c] = (int16_t)e;
+            sum += e;
         }
-        /* TFLM's GetReciprocal: sum = 2^bits_over_unit * (1 + fraction). sum >= 2^19
-         * (the max element contributes exp(0)), so headroom <= 12. */
-        const int32_t headroom_plus_one = count_leading_zeros(sum);
-        const int32_t bits_over_unit = 12 - headroom_plus_one;
-        const int32_t fraction = (int32_t)((sum << headroom_plus_one) - UINT32_C(0x80000000));
-        const int32_t scale = one_over_one_plus_x(fraction);
-        /* Q0.31 * Q0.31 product down to the 1/256 output scale. */
-        const int32_t exponent = bits_over_unit + 31 - 8;
-        if (exponent > 31) {
-            /* The sum is at least 2^28 (>= 512 near-equal inputs): every probability
-             * is below 1/512 and rounds to 0. TFLM stops on a TFLITE_CHECK here. */
-            for (int32_t c = 0; c < depth; ++c) {
-                y[c] = INT8_MIN;
-            }
-            continue;
-        }
+        /* 1 / sum: the sum normalised to [1, 2) with 16 fractional bits, minus one
+         * and recentred to int16 for the 1/(1 + x) table. sum >= 1 (the max
+         * element), so headroom_plus_one <= 31. */
+        const int32_t headroom_plus_one = count_leading_zeros((uint32_t)sum);
+        const int32_t shifted_sum =
+            (int32_t)((((int64_t)sum << (headroom_plus_one - 1)) + (1 << 13)) >> 14);
+        const int32_t reciprocal = lut_interpolate_s16(
+            kiln_clamp(shifted_sum - ((1 << 15) + (1 << 16)), INT16_MIN, INT16_MAX),
+            params->one_over_one_plus_x_lut);
+        const int32_t right_shift = 31 - headroom_plus_one;
+        const int64_t round = right_shift > 0 ? (INT64_C(1) << (right_shift - 1)) : 0;
         for (int32_t c = 0; c < depth; ++c) {
-            const int32_t prob = kiln_rounding_divide_by_pot(
-                kiln_sat_rounding_doubling_high_mul(scale, exp_table[max - x[c]]), exponent);
-            y[c] = (int8_t)kiln_clamp(prob - 128, INT8_MIN, INT8_MAX);
+            const int32_t result =
+                (int32_t)(((int64_t)y[c] * reciprocal + round) >> right_shift);
+            y[c] = (int16_t)kiln_clamp(result, 0, INT16_MAX);
         }
+    }
+    return KILN_OK;
+}
+
+/* The input on the table's scale: TFLM's (x * multiplier + round) >> left_shift,
+ * |x * multiplier| <= 2^15 * 32767 < 2^30. */
+static inline int32_t sigmoid_input(int32_t x, const kiln_sigmoid_s16_params_t *p)
+{
+    const int32_t round = p->left_shift > 0 ? (INT32_C(1) << (p->left_shift - 1)) : 0;
+    return (x * p->multiplier + round) >> p->left_shift;
+}
+
+static int sigmoid_params_valid(const kiln_sigmoid_s16_params_t *p)
+{
+    return p != NULL && p->table != NULL && p->multiplier >= 0 && p->multiplier <= 32767 &&
+           p->left_shift >= 0 && p->left_shift <= 31;
+}
+
+kiln_status_t kiln_logistic_s16(const kiln_sigmoid_s16_params_t *params,
+                                const kiln_dims_t *input_dims, const int16_t *input,
+                                const kiln_dims_t *output_dims, int16_t *output)
+{
+    const int32_t count = dims_count(input_dims);
+    if (!sigmoid_params_valid(params) || input == NULL || output == NULL || count < 0 ||
+        count != dims_count(output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    const uint16_t *table = params->table;
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t v = sigmoid_input(input[i], params);
+        const uint32_t a = (uint32_t)(v < 0 ? -v : v);
+        /* Q7.9 of the table step (1/24 with the 3/4 prescale): entry and fraction. */
+        const uint32_t h = a >> 9;
+        uint32_t result;
+        if (h >= 255) {
+            result = UINT32_C(0x7FFF) << 10;
+        } else {
+            const uint32_t lo = table[h];
+            const uint32_t hi = table[h + 1];
+            result = (lo << 9) + (a & 0x1ff) * (hi - lo);
+        }
+        result = v >= 0 ? result + (1u << 9) : (1u << 25) - result + (1u << 9) - 1u;
+        output[i] = (int16_t)(result >> 10);
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_tanh_s16(const kiln_sigmoid_s16_params_t *params,
+                            const kiln_dims_t *input_dims, const int16_t *input,
+                            const kiln_dims_t *output_dims, int16_t *output)
+{
+    const int32_t count = dims_count(input_dims);
+    if (!sigmoid_params_valid(params) || input == NULL || output == NULL || count < 0 ||
+        count != dims_count(output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    const uint16_t *table = params->table;
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t v = sigmoid_input(input[i], params);
+        const uint32_t a = (uint32_t)(v < 0 ? -v : v);
+        /* tanh(x) = 2 * sigmoid(2x) - 1: the same table at twice the step. */
+        const uint32_t h = a >> 8;
+        int32_t result;
+        if (h >= 255) {
+            result = INT32_C(0xFFFF) << 8;
+        } else {
+            const uint32_t lo = table[h];
+            const uint32_t hi = table[h + 1];
+            result = (int32_t)((lo << 8) + (a & 0xff) * (hi - lo));
+        }
+        result = v >= 0 ? result - (1 << 23) + (1 << 7) : -result + (1 << 23) + (1 << 7) - 1;
+        output[i] = (int16_t)(result >> 8);
     }
     return KILN_OK;
 }

@@ -6,6 +6,7 @@
  * The compiler fills the tables by running TFLM's integer arithmetic for
  * every one of the 256 int8 inputs, so the table kernel is bit-exact with
  * TFLM's reference kernels by construction and the tests compare all 256.
+ * int16 (16x8 models): SOFTMAX, LOGISTIC and TANH as TFLM computes them.
  */
 #ifndef KILN_ACTIVATION_H
 #define KILN_ACTIVATION_H
@@ -46,6 +47,46 @@ typedef struct {
 kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+/* SOFTMAX int8 in, int16 out with scale 1/65536 and zero point -32768: the
+ * same arithmetic as kiln_softmax_s8 with 16 output bits (TFLM's template with
+ * OutputT = int16_t). Not in place (the output is wider). */
+kiln_status_t kiln_softmax_s8_s16(const kiln_softmax_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int16_t *output);
+
+/* SOFTMAX int16 -> int16 (zero points 0, output scale 1/32768), TFLM's
+ * SoftmaxInt16: exp and 1/(1+x) from two 513-entry tables with linear
+ * interpolation (gen_lut's, computed by the compiler). Rows up to 65535 long.
+ * The output row holds the exp values in between: not in place. */
+typedef struct {
+    const int16_t *exp_lut;                 /* 513 entries: exp on [-10, 0] */
+    const int16_t *one_over_one_plus_x_lut; /* 513 entries: 1 / (1 + x) on [0, 1] */
+    kiln_requant_t input;                   /* input scale * beta / (10 / 65535) */
+} kiln_softmax_s16_params_t;
+
+kiln_status_t kiln_softmax_s16(const kiln_softmax_s16_params_t *params,
+                               const kiln_dims_t *input_dims, const int16_t *input,
+                               const kiln_dims_t *output_dims, int16_t *output);
+
+/* LOGISTIC and TANH int16 -> int16 (zero points 0, output scale 2^-15), TFLM's
+ * reference_integer_ops::Logistic/Tanh: the input is brought to the table's
+ * scale as (x * multiplier + round) >> left_shift, then sigmoid is interpolated
+ * from 256 entries of sigmoid(i / 24) in Q0.16 (tanh(x) = 2 sigmoid(2x) - 1).
+ * In place allowed (element i from element i). */
+typedef struct {
+    const uint16_t *table;     /* 256 entries, sigmoid(i / 24) * 65536 */
+    int32_t multiplier;        /* in [0, 32767] */
+    int32_t left_shift;        /* in [0, 31] (a right shift, despite TFLM's name) */
+} kiln_sigmoid_s16_params_t;
+
+kiln_status_t kiln_logistic_s16(const kiln_sigmoid_s16_params_t *params,
+                                const kiln_dims_t *input_dims, const int16_t *input,
+                                const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_tanh_s16(const kiln_sigmoid_s16_params_t *params,
+                            const kiln_dims_t *input_dims, const int16_t *input,
+                            const kiln_dims_t *output_dims, int16_t *output);
 
 #ifdef __cplusplus
 }

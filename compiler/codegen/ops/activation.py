@@ -193,6 +193,169 @@ def softmax_exp_table(beta: float, input_scale: float) -> np.ndarray:
     return np.where(inside, table, 0).astype(np.int32)
 
 
+# --- int16 (16x8) ---------------------------------------------------------------------
+
+_F32 = np.float32
+
+
+def _round_f32(x) -> np.float32:
+    """TfLiteRound on a float: half away from zero."""
+    return _F32(round_half_away(float(x)))
+
+
+def _expf(x: np.float32) -> np.float32:
+    """std::exp on a float (glibc's expf is correctly rounded on these arguments)."""
+    return _F32(math.exp(float(x)))
+
+
+def _one_over_one_plus_x(x: np.float32) -> np.float32:
+    return _F32(1.0) / (_F32(1.0) + x)
+
+
+def gen_lut_s16(func, input_min: float, input_max: float) -> np.ndarray:
+    """TFLM's gen_lut<float, int16_t, int16_t> over [input_min, input_max] onto [-1, 1]:
+    512 samples in Q0.15, each corrected by half the error of the linear interpolation at
+    its midpoint, plus the end value (513 entries). Every operation in float32, in
+    TFLM's order."""
+    lo, hi = _F32(input_min), _F32(input_max)
+    step = (hi - lo) / _F32(512)
+    half_step = step / _F32(2)
+    scale = _F32(65536) / (_F32(1.0) - _F32(-1.0))         # output_scaling_inv, 32768
+    table = np.empty(513, dtype=np.int64)
+    for i in range(512):
+        x = lo + _F32(i) * step
+        val = func(x)
+        val_midpoint = func(x + half_step)
+        val_next = func(lo + _F32(i + 1) * step)
+        sample_val = _round_f32(val * scale)
+        midpoint_interp_val = _round_f32((val_next * scale + _round_f32(val * scale)) / _F32(2))
+        midpoint_val = _round_f32(val_midpoint * scale)
+        bias = _round_f32((midpoint_interp_val - midpoint_val) / _F32(2))
+        table[i] = int(min(max(sample_val - bias, -32768.0), 32767.0))
+    table[512] = int(min(max(_round_f32(func(hi) * scale), -32768.0), 32767.0))
+    return table.astype(np.int16)
+
+
+def softmax_s16_tables() -> tuple[np.ndarray, np.ndarray]:
+    """SOFTMAX int16's exp table on [-10, 0] and 1/(1+x) table on [0, 1]
+    (softmax_common.cc's Prepare)."""
+    return gen_lut_s16(_expf, -10.0, 0.0), gen_lut_s16(_one_over_one_plus_x, 0.0, 1.0)
+
+
+def softmax_s16_multiplier(beta: float, input_scale: float) -> tuple[int, int]:
+    """The int16 input difference rescaled so that -65535 is -10.0: QuantizeMultiplier of
+    input scale * beta / (10 / 65535), in double."""
+    return quantize_multiplier(float(input_scale) * float(beta) / (10.0 / 65535.0))
+
+
+# sigmoid(i / 24) in Q0.16, i = 0..255: the table TFLM's int16 LOGISTIC and TANH interpolate
+# (tanh(x) = 2 sigmoid(2x) - 1). Within 1 of 65536 * sigmoid(i / 24) but not its rounding
+# (entry 4 is 35493 where rounding gives 35492), so kiln keeps the values, measured from
+# tflite-micro's int16 TANH; tests/test_ops_int16.py measures them again.
+SIGMOID_TABLE_U16 = (
+    32768, 33451, 34133, 34813, 35493, 36169, 36843, 37513, 38180, 38841, 39498, 40149,
+    40794, 41432, 42064, 42688, 43304, 43912, 44511, 45102, 45683, 46255, 46817, 47369,
+    47911, 48443, 48964, 49475, 49975, 50464, 50942, 51409, 51865, 52311, 52745, 53169,
+    53581, 53983, 54374, 54755, 55125, 55485, 55834, 56174, 56503, 56823, 57133, 57433,
+    57724, 58007, 58280, 58544, 58800, 59048, 59288, 59519, 59743, 59959, 60168, 60370,
+    60565, 60753, 60935, 61110, 61279, 61441, 61599, 61750, 61896, 62036, 62172, 62302,
+    62428, 62549, 62666, 62778, 62886, 62990, 63090, 63186, 63279, 63368, 63454, 63536,
+    63615, 63691, 63765, 63835, 63903, 63968, 64030, 64090, 64148, 64204, 64257, 64308,
+    64357, 64405, 64450, 64494, 64536, 64576, 64614, 64652, 64687, 64721, 64754, 64786,
+    64816, 64845, 64873, 64900, 64926, 64950, 64974, 64997, 65019, 65039, 65060, 65079,
+    65097, 65115, 65132, 65149, 65164, 65179, 65194, 65208, 65221, 65234, 65246, 65258,
+    65269, 65280, 65291, 65301, 65310, 65319, 65328, 65337, 65345, 65352, 65360, 65367,
+    65374, 65381, 65387, 65393, 65399, 65404, 65410, 65415, 65420, 65425, 65429, 65433,
+    65438, 65442, 65445, 65449, 65453, 65456, 65459, 65462, 65465, 65468, 65471, 65474,
+    65476, 65479, 65481, 65483, 65485, 65488, 65489, 65491, 65493, 65495, 65497, 65498,
+    65500, 65501, 65503, 65504, 65505, 65507, 65508, 65509, 65510, 65511, 65512, 65513,
+    65514, 65515, 65516, 65517, 65517, 65518, 65519, 65520, 65520, 65521, 65522, 65522,
+    65523, 65523, 65524, 65524, 65525, 65525, 65526, 65526, 65526, 65527, 65527, 65528,
+    65528, 65528, 65529, 65529, 65529, 65529, 65530, 65530, 65530, 65530, 65531, 65531,
+    65531, 65531, 65531, 65532, 65532, 65532, 65532, 65532, 65532, 65533, 65533, 65533,
+    65533, 65533, 65533, 65533, 65533, 65534, 65534, 65534, 65534, 65534, 65534, 65534,
+    65534, 65534, 65534, 65535
+)
+
+
+def sigmoid_table_u16() -> np.ndarray:
+    return np.asarray(SIGMOID_TABLE_U16, dtype=np.uint16)
+
+
+def checked_log2(x: float) -> tuple[int, bool]:
+    """TFLite's CheckedLog2 in float32: (round(log2 x), whether x is within 1e-3 of a
+    power of two in the log domain)."""
+    x_log2 = _F32(math.log(float(_F32(x)))) * (_F32(1.0) / _F32(math.log(2.0)))
+    rounded = _round_f32(x_log2)
+    return int(rounded), bool(abs(float(_F32(x_log2 - rounded))) < float(_F32(1e-3)))
+
+
+def sigmoid_s16_params(input_scale: float, tanh: bool) -> tuple[int, int]:
+    """(multiplier, right shift) that bring an int16 input to the sigmoid table's scale,
+    as logistic_common.cc / tanh.cc derive them: a power-of-two input scale of 2^-12
+    (also 2^-11 for TANH) multiplies by 3 << shift; any other scale by
+    scale * 3 * 4096 doubled until above 32767 / 2, truncated."""
+    log2_rounded, pot = checked_log2(input_scale)
+    left_shift = 12 + log2_rounded
+    pot = pot and left_shift in ((0, 1) if tanh else (0,))
+    if pot:
+        return 3 << left_shift, 0
+    multiplier = float(input_scale) * 4096.0 * 3.0
+    left_shift = 0
+    while multiplier <= 32767.0 / 2.0 and left_shift <= 30:
+        left_shift += 1
+        multiplier *= 2.0
+    return int(multiplier), left_shift
+
+
+def int16_unary_check(ctx: LowerCtx) -> str | None:
+    """int16 -> int16, symmetric (zero point 0) per-tensor quantization, equal sizes."""
+    x, y = ctx.input(0), ctx.output(0)
+    if x is None:
+        return "needs an input"
+    if x.dtype != "int16" or y.dtype != "int16":
+        return f"only int16 -> int16 is supported here (got {x.dtype} -> {y.dtype})"
+    for t in (x, y):
+        if t.quant is None or t.quant.per_channel:
+            return f"tensor {t.name} needs per-tensor quantization"
+        if not float(t.quant.scale[0]) > 0:
+            return f"tensor {t.name} has a non-positive scale"
+        if qparams(t)[1] != 0:
+            return f"int16 tensor {t.name} needs zero point 0 (got {qparams(t)[1]})"
+    if x.size != y.size:
+        return f"input has {x.size} elements, output {y.size}"
+    return None
+
+
+def _check_sigmoid_s16(ctx: LowerCtx) -> str | None:
+    problem = int16_unary_check(ctx)
+    if problem:
+        return problem
+    log2_out, pot = checked_log2(qparams(ctx.output(0))[0])
+    if not pot or log2_out != -15:
+        return (f"int16 {ctx.op.type} needs output scale 2^-15 (got "
+                f"{qparams(ctx.output(0))[0]:.6g}); TFLM requires it")
+    multiplier, _ = sigmoid_s16_params(qparams(ctx.input(0))[0], ctx.op.type == "TANH")
+    if multiplier > 32767:
+        return f"input scale {qparams(ctx.input(0))[0]:.6g} is too large (TFLM's limit is 2.66)"
+    return None
+
+
+def _lower_sigmoid_s16(ctx: LowerCtx) -> LayerCode:
+    x, y = ctx.input(0), ctx.output(0)
+    tanh = ctx.op.type == "TANH"
+    multiplier, shift = sigmoid_s16_params(qparams(x)[0], tanh)
+    table = ctx.const("sigmoid_table", sigmoid_table_u16(), "uint16_t",
+                      "sigmoid(i / 24) in Q0.16, i = 0..255")
+    kernel = "kiln_tanh_s16" if tanh else "kiln_logistic_s16"
+    body = [f"static const kiln_sigmoid_s16_params_t params = {{{table}, {multiplier}, {shift}}};",
+            f"static const kiln_dims_t input_dims = {flat_dims(x.shape)};",
+            f"static const kiln_dims_t output_dims = {flat_dims(y.shape)};",
+            f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, {ctx.ptr(y)});"]
+    return LayerCode(kernel=kernel, body="\n".join(body),
+                     summary=f"input * {multiplier} >> {shift} onto the sigmoid table")
+
+
 # --- lowering helpers ----------------------------------------------------------------
 
 def flat_dims(shape: tuple[int, ...]) -> str:
@@ -236,6 +399,8 @@ def lut_layer(ctx: LowerCtx, table: np.ndarray, x: Tensor, y: Tensor, what: str)
 # --- lowerings -----------------------------------------------------------------------
 
 def _check_logistic(ctx: LowerCtx) -> str | None:
+    if ctx.input(0) is not None and ctx.input(0).dtype == "int16":
+        return _check_sigmoid_s16(ctx)
     problem = int8_unary_check(ctx)
     if problem:
         return problem
@@ -247,13 +412,23 @@ def _check_logistic(ctx: LowerCtx) -> str | None:
 @lowering("LOGISTIC", check=_check_logistic)
 def lower_logistic(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_sigmoid_s16(ctx)
     s, z = qparams(x)
     return lut_layer(ctx, logistic_table(s, z), x, y, "TFLM fixed-point logistic")
 
 
-@lowering("TANH", check=int8_unary_check)
+def _check_tanh(ctx: LowerCtx) -> str | None:
+    if ctx.input(0) is not None and ctx.input(0).dtype == "int16":
+        return _check_sigmoid_s16(ctx)
+    return int8_unary_check(ctx)
+
+
+@lowering("TANH", check=_check_tanh)
 def lower_tanh(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_sigmoid_s16(ctx)
     s, z = qparams(x)
     return lut_layer(ctx, tanh_table(s, z), x, y, "TFLM fixed-point tanh, output 1/128")
 
@@ -309,29 +484,72 @@ def lower_hard_swish(ctx: LowerCtx) -> LayerCode:
 
 def _check_softmax(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
-    if x is None or x.dtype != "int8" or y.dtype != "int8":
-        return (f"only int8 -> int8 is supported (got {x.dtype if x else None} -> {y.dtype})")
+    pair = (x.dtype if x else None, y.dtype)
+    if pair not in (("int8", "int8"), ("int8", "int16"), ("int16", "int16")):
+        return (f"{pair[0]} -> {pair[1]} is not supported (kiln has int8 -> int8/int16 and "
+                "int16 -> int16)")
     if x.quant is None or x.quant.per_channel or y.quant is None or y.quant.per_channel:
         return "needs per-tensor quantization"
+    si, zi = qparams(x)
     so, zo = qparams(y)
-    if np.float32(so) != np.float32(1.0 / 256) or zo != -128:
+    if pair == ("int8", "int8") and (np.float32(so) != np.float32(1.0 / 256) or zo != -128):
         return f"int8 output must have scale 1/256 and zero point -128 (got {fmt_quant(y)})"
+    # TF_LITE_ENSURE_NEAR: within 0.1% of the expected scale.
+    if pair == ("int8", "int16") and (abs(so - 1 / 65536) > 0.001 / 65536 or zo != -32768):
+        return f"int16 output must have scale 1/65536 and zero point -32768 (got {fmt_quant(y)})"
+    if pair == ("int16", "int16") and (abs(so - 1 / 32768) > 0.001 / 32768 or zo != 0 or zi != 0):
+        return ("int16 softmax needs input zero point 0 and output scale 1/32768, zero point 0 "
+                f"(got {fmt_quant(x)} -> {fmt_quant(y)})")
     if not x.shape:
         return "a scalar (rank 0) input has no axis to normalise over"
     if tuple(x.shape) != tuple(y.shape):
         return f"input shape {list(x.shape)} and output shape {list(y.shape)} differ"
-    if x.shape[-1] > 8191:
-        return f"softmax over {x.shape[-1]} values; kiln supports up to 8191"
+    limit = 65535 if x.dtype == "int16" else 8191
+    if x.shape[-1] > limit:
+        return f"softmax over {x.shape[-1]} values; kiln supports up to {limit}"
     beta = float(ctx.op.options.get("beta", 1.0))
-    real = beta * qparams(x)[0] * (1 << 26)
+    if x.dtype == "int16":
+        _, shift = softmax_s16_multiplier(beta, si)
+        if not -31 <= shift <= 30:
+            return f"beta * input scale = {beta * si:.3g} has no int32 multiplier"
+        return None
+    real = beta * si * (1 << 26)
     if not real > 1.0:
-        return f"beta * input scale = {beta * qparams(x)[0]:.3g} is too small (TFLM rejects it)"
+        return f"beta * input scale = {beta * si:.3g} is too small (TFLM rejects it)"
     return None
+
+
+def _lower_softmax_s16(ctx: LowerCtx) -> LayerCode:
+    x, y = ctx.input(0), ctx.output(0)
+    beta = float(ctx.op.options.get("beta", 1.0))
+    multiplier, shift = softmax_s16_multiplier(beta, qparams(x)[0])
+    exp_lut, recip_lut = softmax_s16_tables()
+    exp_name = ctx.const("exp_lut", exp_lut, "int16_t",
+                         "SOFTMAX exp(x) on [-10, 0], 512 steps + end, Q0.15 (TFLM's gen_lut)")
+    recip_name = ctx.const("one_over_one_plus_x_lut", recip_lut, "int16_t",
+                           "SOFTMAX 1/(1+x) on [0, 1], 512 steps + end, Q0.15 (TFLM's gen_lut)")
+    depth = x.shape[-1]
+    rows = x.size // depth
+    dims = f"{{1, 1, {rows}, {depth}}}"
+    body = ["static const kiln_softmax_s16_params_t params = {",
+            f"    .exp_lut = {exp_name},",
+            f"    .one_over_one_plus_x_lut = {recip_name},",
+            f"    .input = {{{multiplier}, {shift}}}, /* input scale * beta / (10 / 65535) */",
+            "};",
+            f"static const kiln_dims_t input_dims = {dims};",
+            f"static const kiln_dims_t output_dims = {dims};",
+            f"return kiln_softmax_s16(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+            f"{ctx.ptr(y)});"]
+    return LayerCode(kernel="kiln_softmax_s16", body="\n".join(body),
+                     summary=f"{rows} row(s) of {depth}, beta {beta:.6g}")
 
 
 @lowering("SOFTMAX", check=_check_softmax)
 def lower_softmax(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        return _lower_softmax_s16(ctx)
+    kernel = "kiln_softmax_s8_s16" if y.dtype == "int16" else "kiln_softmax_s8"
     beta = float(ctx.op.options.get("beta", 1.0))
     scale, _ = qparams(x)
     multiplier, left_shift, diff_min = softmax_params(beta, scale)
@@ -347,7 +565,7 @@ def lower_softmax(ctx: LowerCtx) -> LayerCode:
     body = [f"static const kiln_softmax_params_t params = {{{name}}};",
             f"static const kiln_dims_t input_dims = {dims};",
             f"static const kiln_dims_t output_dims = {dims};",
-            f"return kiln_softmax_s8(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+            f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
             f"{ctx.ptr(y)});"]
-    return LayerCode(kernel="kiln_softmax_s8", body="\n".join(body),
+    return LayerCode(kernel=kernel, body="\n".join(body),
                      summary=f"{rows} row(s) of {depth}, beta {beta:.6g}")
