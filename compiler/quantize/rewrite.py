@@ -34,6 +34,7 @@ from ..passes import fold_constants
 from .calibrate import Calibration, asymmetric_params, choose_range
 from .float_eval import OPS, const_value
 from .lstm import LSTM, quantize_lstm
+from .lstm import LSTM, quantize_lstm
 
 INT32_MAX = (1 << 31) - 1
 
@@ -363,6 +364,9 @@ class Rewriter:
         weight_ops = [op for op in g.ops if op.type in WEIGHT_AXIS]
         for op in weight_ops:
             self._weight_layer(op, params)
+        for op in g.ops:
+            if op.type == LSTM:
+                quantize_lstm(self, op, params)
         for op in g.ops:
             if op.type == LSTM:
                 quantize_lstm(self, op, params)
