@@ -13,6 +13,7 @@
 #include "indexing.h"
 #include "math_ops.h"
 #include "inplace.h"
+#include "svdf.h"
 #include "lstm.h"
 
 #endif /* KILN_KERNELS_H */

@@ -3,3 +3,4 @@
 from . import (activation, conv, data_movement, elementwise, indexing,  # noqa: F401
                lstm, math_ops, pool, quantize_ops, reduce)
 from . import inplace  # noqa: F401  (overlap rules, no lowerings)
+from . import svdf  # noqa: F401
