@@ -22,7 +22,7 @@ from kiln.compiler.codegen.ops.conv import out_size
 from kiln.compiler.numerics import requantize64
 from kiln.compiler.paths import crt_dir
 from reference import assert_equal_exact, run_reference
-from test_ops_conv import ACTS, Case, _build, _in_scale, _mean_scale, _weights
+from test_ops_conv import _ARM_FLAGS, ACTS, Case, _build, _in_scale, _mean_scale, _weights
 from tflite_builder import TensorSpec, const, rand_int
 
 from conftest import models_root, require_tool
@@ -310,6 +310,103 @@ def test_transpose_conv_16x8_edge_cases():
     run16(cases, seed=18)
 
 
+def _sanitizer_main(n_in: int, n_out: int) -> str:
+    """main(): read input i from argv[1 + i], run, write output j to argv[1 + n_in + j];
+    the buffers are int64_t arrays, so int16 data in them is aligned."""
+    lines = ["#include <stdio.h>", '#include "model.h"', "",
+             "static uint8_t arena[KILN_ARENA_BYTES] __attribute__((aligned(16)));", ""]
+    lines += [f"static int64_t in{i}[(KILN_INPUT_{i}_BYTES + 7) / 8];" for i in range(n_in)]
+    lines += [f"static int64_t out{j}[(KILN_OUTPUT_{j}_BYTES + 7) / 8];" for j in range(n_out)]
+    lines += ["", "static int io(const char *path, void *buf, size_t n, int write)", "{",
+              '    FILE *f = fopen(path, write ? "wb" : "rb");',
+              "    if (f == NULL) return 1;",
+              "    size_t done = write ? fwrite(buf, 1, n, f) : fread(buf, 1, n, f);",
+              "    fclose(f);", "    return done != n;", "}", "",
+              "int main(int argc, char **argv)", "{",
+              f"    if (argc != {1 + n_in + n_out}) return 2;"]
+    lines += [f"    if (io(argv[{1 + i}], in{i}, KILN_INPUT_{i}_BYTES, 0)) return 3;"
+              for i in range(n_in)]
+    lines += ["    const void *inputs[] = {" + ", ".join(f"in{i}" for i in range(n_in)) + "};",
+              "    void *outputs[] = {" + ", ".join(f"out{j}" for j in range(n_out)) + "};",
+              "    if (kiln_run(inputs, outputs, arena) != 0) return 4;"]
+    lines += [f"    if (io(argv[{1 + n_in + j}], out{j}, KILN_OUTPUT_{j}_BYTES, 1)) return 5;"
+              for j in range(n_out)]
+    lines += ["    return 0;", "}", ""]
+    return "\n".join(lines)
+
+
+@pytest.mark.slow
+def test_kernels_16x8_clean_under_asan_and_ubsan(tmp_path: Path):
+    """Edge cases of the four 16x8 ops in one model (every bias type, an int32 sum that
+    wraps), built with -fsanitize=address,undefined: no report, and the outputs of the
+    optimised build (which matches TFLM)."""
+    require_tool("cc")
+    from kiln.compiler.host_build import build_executable
+
+    rng = np.random.default_rng(92)
+    cases = ([conv16_case(rng, i) for i in range(6)] +
+             [conv16_case(rng, 6, h=1, w=1, kh=3, kw=3, padding="SAME", bias="int32"),
+              conv16_case(rng, 7, groups=3, bias="none"),
+              conv16_case(rng, 8, h=6, w=6, kh=5, kw=5, cin=12, groups=1, bias="int32")] +
+             [dwconv16_case(rng, i) for i in range(9, 15)] +
+             [fc16_case(rng, i) for i in range(15, 21)] +
+             [fc16_case(rng, 21, depth=1024, units=2, bias="int32", per_channel=False, w_zp=7)] +
+             [tconv16_case(rng, i) for i in range(22, 28)])
+    model = _build(cases)
+    art = kc.compile(kc.load(model), board="host")
+    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
+                           tmp_path / "build", sanitize=True)
+    xs = [rng.integers(-32768, 32768, size=spec["shape"]).astype(np.int16)
+          for spec in art.report["inputs"]]
+    args = [str(exe)]
+    for i, x in enumerate(xs):
+        (tmp_path / f"in{i}.bin").write_bytes(x.tobytes())
+        args.append(str(tmp_path / f"in{i}.bin"))
+    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    for j, (c, want) in enumerate(zip(cases, art.run(*xs))):
+        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int16)
+        assert_equal_exact(got, want.reshape(-1), c.label + " under sanitizers")
+
+
+# --- rejections ---------------------------------------------------------------------------
+
+def _check_reason(case: Case) -> str | None:
+    g = kc.load(_build([case]))
+    return LOWERINGS[g.ops[0].type].check(LowerCtx(graph=g, op=g.ops[0], layer=0))
+
+
+def test_rejects_what_tflm_16x8_cannot_run():
+    rng = np.random.default_rng(1630)
+    ok = conv16_case(rng, 0, bias="int64")
+    assert _check_reason(ok) is None
+    # TFLM ignores int16 zero points: a model that sets one is refused, not miscomputed.
+    c = conv16_case(rng, 1)
+    c.output.zero_point = 3
+    assert "symmetric" in _check_reason(c)
+    # int16 in, int8 out is no 16x8 layer.
+    c = fc16_case(rng, 2)
+    c.output = TensorSpec(c.output.shape, "int8", scale=c.output.scale, zero_point=0)
+    assert "int16 input and output" in _check_reason(c)
+    # TFLM's 16x8 depthwise reads its bias as int64 only.
+    d = dwconv16_case(rng, 3, bias=True)
+    d.inputs[2] = _bias16(rng, d.inputs[2].shape[0], 1e-4, d.inputs[1], "int32")
+    assert "int64" in _check_reason(d)
+    # An int64 bias beyond TFLM's 2^47 input range of the int64 requantization.
+    f = fc16_case(rng, 4, bias="int64", depth=8, units=2)
+    f.inputs[2].data = np.full(f.inputs[2].shape, 1 << 50, np.int64)
+    assert "int64 accumulator could overflow" in _check_reason(f)
+    # An effective scale of 128 or more: TFLM's int64 requantization needs shift <= 7.
+    f = fc16_case(rng, 5, bias="none", depth=8, units=2)
+    f.output.scale = float(np.float32(f.inputs[0].scale * np.mean(f.inputs[1].scales) / 200))
+    assert "16x8" in _check_reason(f)
+    with pytest.raises(kc.ModelError, match="16x8"):
+        kc.compile(kc.load(_build([f])), board="host")
+
+
 # --- the int64 requantization: C vs numpy ------------------------------------------------
 
 _REQUANT64_MAIN = r"""
@@ -383,3 +480,37 @@ def test_seanet_conv_bit_exact_on_host():
     assert [op["kernel"] for op in art.report["ops"]] == ["kiln_conv2d_s16"]
     for i, x in enumerate(_seanet_inputs(model, 4, seed=21)):
         assert_equal_exact(art.run(x)[0], run_reference(model, [x])[0], f"seanet input {i}")
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_seanet_conv_bit_exact_on_qemu(tmp_path: Path):
+    """The SEANet 16x8 conv as standalone firmware on QEMU's Cortex-M4 (mps2-an386) and
+    Cortex-M3 (mps2-an385): outputs identical to TFLM."""
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    model = seanet_model()
+    path = tmp_path / "seanet.tflite"
+    path.write_bytes(model)
+    for board in ("mps2-an386", "mps2-an385"):
+        p = create_project(path, board=board, out_dir=tmp_path / board)
+        p.build()
+        r = p.run()
+        [x] = p.sample_inputs()
+        assert x[0].dtype == np.int16
+        assert_equal_exact(r.outputs[0], run_reference(model, x)[0], f"seanet on {board}")
+        assert r.instructions > 0
+        print(f"seanet conv on {board}: {r.instructions:,} instructions")
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("cpu", sorted(_ARM_FLAGS))
+def test_conv16_kernels_cross_compile(cpu: str, tmp_path: Path):
+    cc = require_tool("arm-none-eabi-gcc")
+    kernels = crt_dir() / "kernels"
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *_ARM_FLAGS[cpu],
+                    "-I", str(kernels), "-c", str(kernels / "conv16.c"),
+                    "-o", str(tmp_path / "conv16.o")], check=True)
