@@ -213,3 +213,33 @@ def test_softmax_s16():
         cases.append(Case("SOFTMAX", [x], out, {"beta": beta}))
     art = run_cases(cases, rng)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_softmax_s16", "kiln_softmax_s8_s16"}
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+def test_pool_s16(op):
+    """Padding SAME/VALID, strides, windows up to 181x181 (the int16 sum limit 2^15), fused
+    activations, saturating inputs."""
+    rng = np.random.default_rng({"AVERAGE_POOL_2D": 8, "MAX_POOL_2D": 9}[op])
+    geometries = [((1, 8, 8, 3), 2, 2, "VALID"), ((2, 7, 9, 5), 3, 2, "SAME"),
+                  ((1, 5, 5, 40), 5, 1, "SAME"), ((1, 6, 4, 2), 1, 1, "VALID"),
+                  ((1, 181, 181, 1), 181, 1, "VALID"), ((1, 9, 9, 33), 4, 3, "SAME")]
+    cases = []
+    for i, (shape, f, stride, padding) in enumerate(geometries * 2):
+        n, h, w, c = shape
+        if padding == "SAME":
+            oh, ow = -(-h // stride), -(-w // stride)
+        else:
+            oh, ow = (h - f) // stride + 1, (w - f) // stride + 1
+        scale = _scale(rng, 1e-4, 1e-2)
+        options = {"filter_height": f, "filter_width": f, "stride_h": stride, "stride_w": stride,
+                   "padding": padding, "fused_activation_function": ACTIVATIONS[i % 4]}
+        cases.append(Case(op, [s16(shape, scale)], s16((n, oh, ow, c), scale), options))
+    inputs = []
+    for i, c in enumerate(cases):
+        x = _rand(c.inputs[0], rng)
+        if i % 3 == 0:                 # every input at one extreme: the sum's limit
+            x[...] = -32768 if i % 2 else 32767
+        inputs.append([x])
+    art = run_cases(cases, rng, inputs)
+    kernel = "kiln_avgpool_s16" if op == "AVERAGE_POOL_2D" else "kiln_maxpool_s16"
+    assert {o["kernel"] for o in art.report["ops"]} == {kernel}

@@ -1,5 +1,5 @@
 /*
- * pool.c - int8 AVERAGE_POOL_2D and MAX_POOL_2D (see pool.h).
+ * pool.c - int8 and int16 AVERAGE_POOL_2D and MAX_POOL_2D (see pool.h).
  *
  * Both kernels walk the output pixels and, for each, reduce the clipped
  * window over a block of channels held in a small local array: the inner loop
@@ -9,21 +9,21 @@
  */
 #include "pool.h"
 
-#include <string.h>
-
 #include "kiln_math.h"
 
 /* Channels reduced together; the accumulators live on the stack (128 bytes). */
 #define KILN_POOL_BLOCK 32
 
-/* Largest window (pool.h): |sum| + count / 2 < 2^24 for the exact division below. */
+/* Largest window (pool.h): |sum| + count / 2 < 2^24 (int8) or 2^31 (int16) for the
+ * exact division below. */
 #define KILN_POOL_MAX_WINDOW (INT32_C(1) << 16)
+#define KILN_POOL_MAX_WINDOW_S16 (INT32_C(1) << 15)
 
 /* Division by a window count without a divide per element: for 0 <= a < 2^32
  * and 1 <= d <= 2^l, m = ceil(2^(32 + l) / d) gives (a * m) >> (32 + l) ==
  * floor(a / d) exactly (the error m * d - 2^(32 + l) is below d <= 2^l, so it
  * adds less than a / (d * 2^32) < 1 / d; Granlund & Montgomery 1994). With
- * a < 2^24 and m < 2^33 the product fits in 64 bits. */
+ * a < 2^31 and m <= 2^33 the product fits in 64 bits. */
 typedef struct {
     uint64_t multiplier;
     int32_t shift;
@@ -62,7 +62,8 @@ static void clip_window(int32_t origin, int32_t filter, int32_t size,
 
 static kiln_status_t check_args(const kiln_pool_params_t *params,
                                 const kiln_dims_t *input_dims, const void *input,
-                                const kiln_dims_t *output_dims, const void *output)
+                                const kiln_dims_t *output_dims, const void *output,
+                                int32_t type_min, int32_t type_max)
 {
     if (params == NULL || input_dims == NULL || output_dims == NULL ||
         input == NULL || output == NULL) {
@@ -73,7 +74,7 @@ static kiln_status_t check_args(const kiln_pool_params_t *params,
         params->filter.h > KILN_POOL_MAX_WINDOW / params->filter.w) {
         return KILN_ERR_ARG;
     }
-    if (params->activation.min < -128 || params->activation.max > 127 ||
+    if (params->activation.min < type_min || params->activation.max > type_max ||
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;
     }
@@ -93,145 +94,162 @@ static kiln_status_t check_args(const kiln_pool_params_t *params,
     return KILN_OK;
 }
 
-/* sum[j] += row[j] for one window pixel; a full block has a constant trip count,
- * which compilers unroll or vectorise. */
-static void add_pixel(int32_t *sum, const int8_t *row, int32_t n)
-{
-    if (n == KILN_POOL_BLOCK) {
-        for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {
-            sum[j] += row[j];
-        }
-    } else {
-        for (int32_t j = 0; j < n; ++j) {
-            sum[j] += row[j];
-        }
+/* The two kernels for one element type T (int8_t, int16_t), NAME_s8 / NAME_s16:
+ *
+ * add_pixel / max_pixel: sum[j] += row[j] or max[j] = max(max[j], row[j]) for one
+ * window pixel; a full block has a constant trip count, which compilers unroll
+ * or vectorise.
+ *
+ * avgpool: |sum| <= 2^15 * count (count <= 2^16 for int8, 2^15 for int16,
+ * checked below) < 2^31: no overflow, and rounded_average's a < 2^31.
+ *
+ * maxpool: an empty window reads nothing: its max stays the type's minimum. */
+#define KILN_POOL_KERNELS(T, SUFFIX, T_MIN, T_MAX, MAX_WINDOW)                              \
+    static void add_pixel_##SUFFIX(int32_t *sum, const T *row, int32_t n)                  \
+    {                                                                                      \
+        if (n == KILN_POOL_BLOCK) {                                                        \
+            for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {                                \
+                sum[j] += row[j];                                                          \
+            }                                                                              \
+        } else {                                                                           \
+            for (int32_t j = 0; j < n; ++j) {                                              \
+                sum[j] += row[j];                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    static void max_pixel_##SUFFIX(T *max, const T *row, int32_t n)                        \
+    {                                                                                      \
+        if (n == KILN_POOL_BLOCK) {                                                        \
+            for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {                                \
+                max[j] = row[j] > max[j] ? row[j] : max[j];                                \
+            }                                                                              \
+        } else {                                                                           \
+            for (int32_t j = 0; j < n; ++j) {                                              \
+                max[j] = row[j] > max[j] ? row[j] : max[j];                                \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    kiln_status_t kiln_avgpool_##SUFFIX(const kiln_pool_params_t *params,                  \
+                                        const kiln_dims_t *input_dims, const T *input,     \
+                                        const kiln_dims_t *output_dims, T *output)         \
+    {                                                                                      \
+        const kiln_status_t status =                                                       \
+            check_args(params, input_dims, input, output_dims, output, T_MIN, T_MAX);      \
+        if (status != KILN_OK) {                                                           \
+            return status;                                                                 \
+        }                                                                                  \
+        if (params->filter.h > (MAX_WINDOW) / params->filter.w) {                          \
+            return KILN_ERR_ARG;                                                           \
+        }                                                                                  \
+        const int32_t in_h = input_dims->h;                                                \
+        const int32_t in_w = input_dims->w;                                                \
+        const int32_t channels = input_dims->c;                                            \
+        const int32_t out_h = output_dims->h;                                              \
+        const int32_t out_w = output_dims->w;                                              \
+        const int32_t act_min = params->activation.min;                                    \
+        const int32_t act_max = params->activation.max;                                    \
+        pool_divisor_t divisor = make_divisor(1);                                          \
+                                                                                           \
+        for (int32_t b = 0; b < input_dims->n; ++b) {                                      \
+            const T *in_batch = input + (size_t)b * in_h * in_w * channels;                \
+            for (int32_t out_y = 0; out_y < out_h; ++out_y) {                              \
+                const int32_t in_y0 = out_y * params->stride.h - params->padding.h;        \
+                int32_t ky_first, ky_last;                                                 \
+                clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);           \
+                for (int32_t out_x = 0; out_x < out_w; ++out_x) {                          \
+                    const int32_t in_x0 = out_x * params->stride.w - params->padding.w;    \
+                    int32_t kx_first, kx_last;                                             \
+                    clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);       \
+                    if (ky_first >= ky_last || kx_first >= kx_last) {                      \
+                        return KILN_ERR_ARG; /* a window with no input: no average */      \
+                    }                                                                      \
+                    const int32_t count = (ky_last - ky_first) * (kx_last - kx_first);     \
+                    if (count != divisor.divisor) {                                        \
+                        divisor = make_divisor(count); /* changes only at the borders */   \
+                    }                                                                      \
+                    T *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) *   \
+                                             channels;                                     \
+                    for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {           \
+                        const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);    \
+                        int32_t sum[KILN_POOL_BLOCK];                                      \
+                        for (int32_t j = 0; j < n; ++j) {                                  \
+                            sum[j] = 0;                                                    \
+                        }                                                                  \
+                        for (int32_t ky = ky_first; ky < ky_last; ++ky) {                  \
+                            const T *row = in_batch + ((size_t)(in_y0 + ky) * in_w +       \
+                                                       (in_x0 + kx_first)) * channels + c0; \
+                            for (int32_t kx = kx_first; kx < kx_last; ++kx) {              \
+                                add_pixel_##SUFFIX(sum, row, n);                           \
+                                row += channels;                                           \
+                            }                                                              \
+                        }                                                                  \
+                        for (int32_t j = 0; j < n; ++j) {                                  \
+                            out_px[c0 + j] = (T)kiln_clamp(rounded_average(sum[j], &divisor), \
+                                                           act_min, act_max);              \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        return KILN_OK;                                                                    \
+    }                                                                                      \
+                                                                                           \
+    kiln_status_t kiln_maxpool_##SUFFIX(const kiln_pool_params_t *params,                  \
+                                        const kiln_dims_t *input_dims, const T *input,     \
+                                        const kiln_dims_t *output_dims, T *output)         \
+    {                                                                                      \
+        const kiln_status_t status =                                                       \
+            check_args(params, input_dims, input, output_dims, output, T_MIN, T_MAX);      \
+        if (status != KILN_OK) {                                                           \
+            return status;                                                                 \
+        }                                                                                  \
+        const int32_t in_h = input_dims->h;                                                \
+        const int32_t in_w = input_dims->w;                                                \
+        const int32_t channels = input_dims->c;                                            \
+        const int32_t out_h = output_dims->h;                                              \
+        const int32_t out_w = output_dims->w;                                              \
+        const T act_min = (T)params->activation.min;                                       \
+        const T act_max = (T)params->activation.max;                                       \
+                                                                                           \
+        for (int32_t b = 0; b < input_dims->n; ++b) {                                      \
+            const T *in_batch = input + (size_t)b * in_h * in_w * channels;                \
+            for (int32_t out_y = 0; out_y < out_h; ++out_y) {                              \
+                const int32_t in_y0 = out_y * params->stride.h - params->padding.h;        \
+                int32_t ky_first, ky_last;                                                 \
+                clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);           \
+                for (int32_t out_x = 0; out_x < out_w; ++out_x) {                          \
+                    const int32_t in_x0 = out_x * params->stride.w - params->padding.w;    \
+                    int32_t kx_first, kx_last;                                             \
+                    clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);       \
+                    T *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) *   \
+                                             channels;                                     \
+                    const int32_t ky_end = kx_first < kx_last ? ky_last : ky_first;        \
+                    for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {           \
+                        const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);    \
+                        T max[KILN_POOL_BLOCK];                                            \
+                        for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {                    \
+                            max[j] = (T)(T_MIN);                                           \
+                        }                                                                  \
+                        for (int32_t ky = ky_first; ky < ky_end; ++ky) {                   \
+                            const T *row = in_batch + ((size_t)(in_y0 + ky) * in_w +       \
+                                                       (in_x0 + kx_first)) * channels + c0; \
+                            for (int32_t kx = kx_first; kx < kx_last; ++kx) {              \
+                                max_pixel_##SUFFIX(max, row, n);                           \
+                                row += channels;                                           \
+                            }                                                              \
+                        }                                                                  \
+                        for (int32_t j = 0; j < n; ++j) {                                  \
+                            const T v = max[j] < act_min ? act_min : max[j];               \
+                            out_px[c0 + j] = v > act_max ? act_max : v;                    \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        return KILN_OK;                                                                    \
     }
-}
 
-static void max_pixel(int8_t *max, const int8_t *row, int32_t n)
-{
-    if (n == KILN_POOL_BLOCK) {
-        for (int32_t j = 0; j < KILN_POOL_BLOCK; ++j) {
-            max[j] = row[j] > max[j] ? row[j] : max[j];
-        }
-    } else {
-        for (int32_t j = 0; j < n; ++j) {
-            max[j] = row[j] > max[j] ? row[j] : max[j];
-        }
-    }
-}
-
-kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
-                              const kiln_dims_t *input_dims, const int8_t *input,
-                              const kiln_dims_t *output_dims, int8_t *output)
-{
-    const kiln_status_t status = check_args(params, input_dims, input, output_dims, output);
-    if (status != KILN_OK) {
-        return status;
-    }
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t channels = input_dims->c;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int32_t act_min = params->activation.min;
-    const int32_t act_max = params->activation.max;
-    pool_divisor_t divisor = make_divisor(1);
-
-    for (int32_t b = 0; b < input_dims->n; ++b) {
-        const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;
-        for (int32_t out_y = 0; out_y < out_h; ++out_y) {
-            const int32_t in_y0 = out_y * params->stride.h - params->padding.h;
-            int32_t ky_first, ky_last;
-            clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);
-            for (int32_t out_x = 0; out_x < out_w; ++out_x) {
-                const int32_t in_x0 = out_x * params->stride.w - params->padding.w;
-                int32_t kx_first, kx_last;
-                clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);
-                if (ky_first >= ky_last || kx_first >= kx_last) {
-                    return KILN_ERR_ARG; /* a window with no input: no average */
-                }
-                const int32_t count = (ky_last - ky_first) * (kx_last - kx_first);
-                if (count != divisor.divisor) {
-                    divisor = make_divisor(count); /* changes only at the borders */
-                }
-                int8_t *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) * channels;
-
-                for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {
-                    const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);
-                    /* |sum| <= 128 * count <= 2^23 (count <= 2^16): no overflow. */
-                    int32_t sum[KILN_POOL_BLOCK];
-                    for (int32_t j = 0; j < n; ++j) {
-                        sum[j] = 0;
-                    }
-                    for (int32_t ky = ky_first; ky < ky_last; ++ky) {
-                        const int8_t *row = in_batch +
-                            ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
-                        for (int32_t kx = kx_first; kx < kx_last; ++kx) {
-                            add_pixel(sum, row, n);
-                            row += channels;
-                        }
-                    }
-                    for (int32_t j = 0; j < n; ++j) {
-                        out_px[c0 + j] = (int8_t)kiln_clamp(rounded_average(sum[j], &divisor),
-                                                            act_min, act_max);
-                    }
-                }
-            }
-        }
-    }
-    return KILN_OK;
-}
-
-kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,
-                              const kiln_dims_t *input_dims, const int8_t *input,
-                              const kiln_dims_t *output_dims, int8_t *output)
-{
-    const kiln_status_t status = check_args(params, input_dims, input, output_dims, output);
-    if (status != KILN_OK) {
-        return status;
-    }
-    const int32_t in_h = input_dims->h;
-    const int32_t in_w = input_dims->w;
-    const int32_t channels = input_dims->c;
-    const int32_t out_h = output_dims->h;
-    const int32_t out_w = output_dims->w;
-    const int8_t act_min = (int8_t)params->activation.min;
-    const int8_t act_max = (int8_t)params->activation.max;
-
-    for (int32_t b = 0; b < input_dims->n; ++b) {
-        const int8_t *in_batch = input + (size_t)b * in_h * in_w * channels;
-        for (int32_t out_y = 0; out_y < out_h; ++out_y) {
-            const int32_t in_y0 = out_y * params->stride.h - params->padding.h;
-            int32_t ky_first, ky_last;
-            clip_window(in_y0, params->filter.h, in_h, &ky_first, &ky_last);
-            for (int32_t out_x = 0; out_x < out_w; ++out_x) {
-                const int32_t in_x0 = out_x * params->stride.w - params->padding.w;
-                int32_t kx_first, kx_last;
-                clip_window(in_x0, params->filter.w, in_w, &kx_first, &kx_last);
-                int8_t *out_px = output + (((size_t)b * out_h + out_y) * out_w + out_x) * channels;
-                /* An empty window reads nothing: its max stays INT8_MIN. */
-                const int32_t ky_end = kx_first < kx_last ? ky_last : ky_first;
-
-                for (int32_t c0 = 0; c0 < channels; c0 += KILN_POOL_BLOCK) {
-                    const int32_t n = kiln_min_i32(KILN_POOL_BLOCK, channels - c0);
-                    int8_t max[KILN_POOL_BLOCK];
-                    memset(max, INT8_MIN, sizeof(max));
-                    for (int32_t ky = ky_first; ky < ky_end; ++ky) {
-                        const int8_t *row = in_batch +
-                            ((size_t)(in_y0 + ky) * in_w + (in_x0 + kx_first)) * channels + c0;
-                        for (int32_t kx = kx_first; kx < kx_last; ++kx) {
-                            max_pixel(max, row, n);
-                            row += channels;
-                        }
-                    }
-                    for (int32_t j = 0; j < n; ++j) {
-                        const int8_t v = max[j] < act_min ? act_min : max[j];
-                        out_px[c0 + j] = v > act_max ? act_max : v;
-                    }
-                }
-            }
-        }
-    }
-    return KILN_OK;
-}
+KILN_POOL_KERNELS(int8_t, s8, INT8_MIN, INT8_MAX, KILN_POOL_MAX_WINDOW)
+KILN_POOL_KERNELS(int16_t, s16, INT16_MIN, INT16_MAX, KILN_POOL_MAX_WINDOW_S16)

@@ -1,4 +1,5 @@
-"""Lowerings: AVERAGE_POOL_2D and MAX_POOL_2D → kiln_avgpool_s8 / kiln_maxpool_s8.
+"""Lowerings: AVERAGE_POOL_2D and MAX_POOL_2D → kiln_avgpool_s8 / kiln_maxpool_s8, and
+their int16 twins (_s16) for 16x8 models.
 
 Pooling keeps the quantization (TFLite checks that input and output share scale
 and zero point), so the kernels work on raw int8 values; the lowering only
@@ -9,10 +10,13 @@ activation's clamp range.
 from __future__ import annotations
 
 from ...errors import ModelError
+from ...numerics import activation_range
 from ..bounds import Extreme, extremes, window_extremes
-from ..lowering import LayerCode, LowerCtx, fused_range, lowering, qparams
+from ..lowering import LayerCode, LowerCtx, lowering, qparams
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+_RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
+_MAX_WINDOW = {"int8": 1 << 16, "int16": 1 << 15}     # pool.c: the average's int32 sum
 
 
 def pool_out_size(padding: str, in_size: int, filter_size: int, stride: int) -> int:
@@ -36,12 +40,12 @@ def _check(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
     if x is None:
         return "missing input"
-    if x.dtype != "int8" or y.dtype != "int8":
-        return f"{x.dtype} pooling is not supported (int8 only)"
+    if x.dtype not in _RANGES or y.dtype != x.dtype:
+        return f"{x.dtype} -> {y.dtype} pooling is not supported (int8 or int16 only)"
     if len(x.shape) != 4 or len(y.shape) != 4:
         return f"pooling needs 4-D NHWC tensors, got {list(x.shape)} -> {list(y.shape)}"
     if x.quant is None or y.quant is None:
-        return "int8 pooling needs quantized tensors"
+        return f"{x.dtype} pooling needs quantized tensors"
     (s_in, z_in), (s_out, z_out) = qparams(x), qparams(y)
     if abs(float(s_in) - float(s_out)) > 1e-6 or z_in != z_out:
         return (f"input quantization (scale {s_in:.6g}, zero point {z_in}) differs from the "
@@ -56,8 +60,8 @@ def _check(ctx: LowerCtx) -> str | None:
     sh, sw = int(o.get("stride_h", 0)), int(o.get("stride_w", 0))
     if min(fh, fw, sh, sw) < 1:
         return f"filter {fh}x{fw} and stride {sh}x{sw} must be >= 1"
-    if fh * fw > (1 << 16):
-        return f"a {fh}x{fw} window is too large (at most 65536 elements)"
+    if fh * fw > _MAX_WINDOW[x.dtype]:
+        return f"a {fh}x{fw} window is too large (at most {_MAX_WINDOW[x.dtype]} elements)"
     want = (x.shape[0], pool_out_size(o["padding"], x.shape[1], fh, sh),
             pool_out_size(o["padding"], x.shape[2], fw, sw), x.shape[3])
     if tuple(y.shape) != want:
@@ -93,7 +97,8 @@ def _lower(ctx: LowerCtx, kernel: str) -> LayerCode:
     (fh, fw), (sh, sw), (ph, pw) = _window(ctx)
     n, h, w, c = x.shape
     _, oh, ow, _ = y.shape
-    lo, hi = fused_range(ctx, y)
+    lo, hi = activation_range(o.get("fused_activation_function", "NONE"), *qparams(y),
+                              *_RANGES[y.dtype])
     if lo > hi:
         raise ModelError(f"{ctx.op.describe()}: empty activation range [{lo}, {hi}]")
     body = (
@@ -115,9 +120,9 @@ def _lower(ctx: LowerCtx, kernel: str) -> LayerCode:
 
 @lowering("AVERAGE_POOL_2D", check=_check)
 def lower_average_pool(ctx: LowerCtx) -> LayerCode:
-    return _lower(ctx, "kiln_avgpool_s8")
+    return _lower(ctx, f"kiln_avgpool_s{8 if ctx.input(0).dtype == 'int8' else 16}")
 
 
 @lowering("MAX_POOL_2D", check=_check)
 def lower_max_pool(ctx: LowerCtx) -> LayerCode:
-    return _lower(ctx, "kiln_maxpool_s8")
+    return _lower(ctx, f"kiln_maxpool_s{8 if ctx.input(0).dtype == 'int8' else 16}")
