@@ -164,6 +164,11 @@ SINGLE = {
         [("x", (1, 12))], [("y", (1, 12))], [("c", f32(12))]),
     "leaky_relu": lambda: _single("LeakyRelu", (1, 3, 4, 5), (1, 3, 4, 5), alpha=0.1),
     "hard_swish": lambda: _single("HardSwish", (1, 3, 4, 5), (1, 3, 4, 5), opset_version=14),
+    "hard_sigmoid": lambda: _single("HardSigmoid", (1, 3, 4, 5), (1, 3, 4, 5), alpha=0.25, beta=0.4),
+    # What onnxruntime's optimizer writes for HardSwish: read as one HARD_SWISH.
+    "hard_swish_decomposed": lambda: model_bytes(
+        [helper.make_node("HardSigmoid", ["x"], ["h"], alpha=1 / 6, beta=0.5),
+         helper.make_node("Mul", ["x", "h"], ["y"])], [("x", (1, 3, 4, 5))], [("y", (1, 3, 4, 5))]),
     "relu": lambda: _single("Relu", (1, 3, 4, 5), (1, 3, 4, 5)),
     "clip6": lambda: _single("Clip", (1, 3, 4, 5), (1, 3, 4, 5),
                              [("lo", np.float32(0)), ("hi", np.float32(6))], ["lo", "hi"]),
@@ -466,3 +471,11 @@ def test_mutated_files_are_one_line_errors_or_compile():
         except KilnError as e:
             assert str(e) and "\n" not in str(e), repr(str(e))
     assert compiled > 0
+
+
+def test_hard_sigmoid_times_input_is_one_hard_swish():
+    g = load(SINGLE["hard_swish_decomposed"]())
+    assert [op.type for op in g.ops if op.type not in ("TRANSPOSE", "RESHAPE")] == ["HARD_SWISH"]
+    g = load(SINGLE["hard_sigmoid"]())     # alone: alpha·x + beta clamped to [0, 1]
+    assert [op.type for op in g.ops if op.type not in ("TRANSPOSE", "RESHAPE")] == \
+        ["MUL", "ADD", "MAXIMUM", "MINIMUM"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import onnx
 from onnx import helper
 
 import test_onnx
@@ -95,6 +96,13 @@ def compare(qdq: bytes, n_test: int = 4, tflm: bool = True):
     return float(np.mean(d <= 1)), int(d.max()), float(np.mean(agree))
 
 
+def ends_in_softmax(qdq: bytes) -> bool:
+    g = load(qdq)
+    last = next(op for op in g.ops if g.outputs[0] in op.outputs)
+    return last.type == "QUANTIZE" and any(op.type == "SOFTMAX" and op.outputs[0] in last.inputs
+                                           for op in g.ops)
+
+
 # quantize_static leaves a lone Relu, Clip or MaxPool in float (it quantizes them only
 # after a quantized op): the networks below have them.
 SINGLE_QDQ = ["gemm", "gemm_notrans", "matmul", "add_const_nchw", "mul_const_nchw", "sigmoid",
@@ -160,8 +168,99 @@ NETWORKS = {"cnn": cnn_model, "residual": residual_model, "mobilenet_block": mob
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
 @pytest.mark.parametrize("net", sorted(NETWORKS))
 def test_network(net, mode, tmp_path):
-    qdq = qdq_model(NETWORKS[net](), *mode, tmp_path)
+    data = NETWORKS[net]()
+    qdq = qdq_model(data, *mode, tmp_path)
     within, worst, top1 = compare(qdq, n_test=8)
-    assert within >= 0.99, (within, worst)
     if net != "residual":           # its output is a [1, 4, 7] map, not classes
         assert top1 == 1.0
+    if ends_in_softmax(qdq):
+        # TFLite's int8 SOFTMAX writes 1/256 steps (TFLM requires it), onnxruntime's QDQ
+        # softmax 1/255: the QUANTIZE between them rounds a second time (docs/onnx.md).
+        # The logits, the same network without its Softmax, meet the 1-LSB bound.
+        assert worst <= 3, (within, worst)
+        within, worst, _ = compare(qdq_model(without_softmax(data), *mode, tmp_path), n_test=8)
+    if net == "mobilenet_block":
+        # onnxruntime's optimizer writes HardSwish as x · HardSigmoid(x) and quantizes the
+        # HardSigmoid between them: a rounding TFLite's HARD_SWISH (one op) does not make.
+        # Five layers deep that is 2 LSB at most.
+        assert worst <= 2 and within >= 0.95, (within, worst)
+    else:
+        assert within >= 0.99, (within, worst)
+
+
+def without_softmax(data: bytes) -> bytes:
+    """The float model with its final Softmax dropped: its input becomes the output."""
+    m = onnx.load_from_string(data)
+    last = m.graph.node[-1]
+    assert last.op_type == "Softmax"
+    m.graph.node.remove(last)
+    m.graph.output[0].name = last.input[0]
+    return m.SerializeToString()
+
+
+def test_quantize_cli_exports_qdq_without_calibration(tmp_path, capsys):
+    """`kiln quantize model.onnx -o model.tflite` of a QDQ model: the int8 .tflite it
+    describes, which tflite-micro runs bit-identically to kiln."""
+    from conftest import run_kiln
+
+    qdq = qdq_model(cnn_model(), True, "QUInt8", tmp_path)
+    src = tmp_path / "cnn_qdq.onnx"
+    src.write_bytes(qdq)
+    code, out, err = run_kiln(capsys, "quantize", src, "-o", tmp_path / "cnn.tflite")
+    assert code == 0, err
+    exported = (tmp_path / "cnn.tflite").read_bytes()
+    g = load(exported)
+    qx = RNG.integers(-128, 128, size=g.tensor(g.inputs[0]).shape).astype(np.int8)
+    y = compile(load(qdq), board="host").run(qx)[0]
+    np.testing.assert_array_equal(run_reference(exported, [qx])[0].reshape(y.shape), y)
+
+
+def _error(data: bytes) -> str:
+    with pytest.raises(ModelError) as e:
+        compile(load(data), board="host")
+    text = str(e.value)
+    assert "\n" not in text
+    return text
+
+
+def test_asymmetric_weights_refused(tmp_path):
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    src.write_bytes(conv_model())
+    quantization.quantize_static(
+        str(src), str(dst), _Samples("x", RNG.uniform(-2, 2, (8, 3, 9, 7)).astype(np.float32)),
+        quant_format=quantization.QuantFormat.QDQ, weight_type=quantization.QuantType.QUInt8,
+        activation_type=quantization.QuantType.QUInt8)
+    assert "asymmetric" in _error(dst.read_bytes())
+
+
+def test_partly_quantized_model_names_the_float_value(tmp_path):
+    """Only the Conv quantized: the Gemm after it reads a float value."""
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    src.write_bytes(SINGLE["flatten_4d_gemm"]())
+    g = load(src.read_bytes())
+    quantization.quantize_static(
+        str(src), str(dst), _Samples("x", RNG.uniform(-2, 2, (8, *g.tensor(0).shape[1:])).astype(np.float32)),
+        quant_format=quantization.QuantFormat.QDQ, op_types_to_quantize=["Flatten"])
+    text = _error(dst.read_bytes())
+    assert "no QuantizeLinear/DequantizeLinear pair" in text or "computes in float" in text, text
+
+
+def test_requantization_chain_refused():
+    """Q(s1) → DQ(s1) → Q(s2) → DQ(s2) on one value: named, not misread."""
+    f32 = test_onnx.f32
+    from onnx import TensorProto, numpy_helper
+
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s1", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s1", "z"], ["xd"]),
+             helper.make_node("QuantizeLinear", ["xd", "s2", "z"], ["xq2"]),
+             helper.make_node("DequantizeLinear", ["xq2", "s2", "z"], ["y"])]
+    inits = [numpy_helper.from_array(np.float32(0.1), "s1"),
+             numpy_helper.from_array(np.float32(0.2), "s2"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    assert f32 is not None
+    with pytest.raises(ModelError, match="quantized twice"):
+        load(m.SerializeToString())

@@ -45,7 +45,7 @@ _MAX_FOLDED = 1 << 24   # elements of a folded constant (shape subgraphs are tin
 # Shape, when the shape is static).
 _CONVERTED = {
     "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu",
-    "HardSwish", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
+    "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
     "Reshape", "Softmax", "BatchNormalization", "Identity",
 }
 _FOLDED = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
@@ -752,6 +752,30 @@ class _Converter:
 
     def _op_HardSwish(self, node, a: dict) -> None:
         self._unary(node, "HARD_SWISH")
+
+    def _op_HardSigmoid(self, node, a: dict) -> None:
+        """max(0, min(1, alpha·x + beta)); x · HardSigmoid(x) with alpha 1/6, beta 1/2 (how
+        onnxruntime's optimizer writes HardSwish) is one HARD_SWISH."""
+        alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+        x_value = node.input[0]
+        i, user = self._sole_consumer(node.output[0])
+        if (user is not None and user.op_type == "Mul" and sorted(user.input) ==
+                sorted([x_value, node.output[0]]) and abs(alpha - 1 / 6) < 1e-6 and beta == 0.5):
+            self.skip.add(i)
+            self._op("HARD_SWISH", [self._input(x_value)], [self._out(user.output[0])])
+            return
+        x = self._input(x_value)
+        shape = self.tensors[x].shape
+        name = node.output[0]
+        steps = [("MUL", alpha, {"fused_activation_function": "NONE"}),
+                 ("ADD", beta, {"fused_activation_function": "NONE", "pot_scale_int16": True}),
+                 ("MAXIMUM", 0.0, {}), ("MINIMUM", 1.0, {})]
+        for k, (op_type, value, options) in enumerate(steps):
+            out = (self._out(name) if k == len(steps) - 1
+                   else self._tensor(f"{name}_{op_type.lower()}", shape))
+            c = self._const(f"{name}_{op_type.lower()}_c", np.array([value], np.float32))
+            self._op(op_type, [x, c], [out], options)
+            x = out
 
     def _binary(self, node, op_type: str, divisor: np.ndarray | None = None) -> None:
         out_rank = len(self._shape(node.output[0]))
