@@ -45,10 +45,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "quantize", help="quantize a float or hybrid .tflite to int8 with calibration data",
         description="Post-training int8 quantization (TFLite's scheme) of a float or hybrid "
                     "model, calibrated on your data, written as a .tflite.")
-    p.add_argument("model", help="a float or hybrid (int8 weights, float activations) .tflite")
-    p.add_argument("--calibration", action="append", required=True, metavar="X.npy|DIR",
+    p.add_argument("model", help="a float or hybrid (int8 weights, float activations) .tflite, "
+                                 "a float .onnx, or a QDQ .onnx (exported as it is quantized)")
+    p.add_argument("--calibration", action="append", metavar="X.npy|DIR",
                    help="calibration samples: a .npy with a batch axis or a directory of "
-                        ".npy samples; once per model input")
+                        ".npy samples; once per model input (not for a QDQ .onnx)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.tflite")
     p.add_argument("--force", action="store_true",
                    help="replace OUT.tflite if it exists (never the input model)")
@@ -151,7 +152,19 @@ def cmd_quantize(args) -> int:
 
     graph = load(args.model)
     if not is_float_graph(graph):
-        raise InputError(f"{args.model} computes in int8 already; nothing to quantize")
+        if not graph.description.startswith("ONNX"):
+            raise InputError(f"{args.model} computes in int8 already; nothing to quantize")
+        # A QDQ .onnx carries its quantization: written as the int8 .tflite it describes.
+        check_output(args.model, args.output, getattr(args, "force", False))
+        _write_model(graph, Path(args.output), f"kiln: {graph.name} (QDQ ONNX, sha256 "
+                                               f"{graph.sha256[:16]}) as int8 TFLite")
+        if args.calibration:
+            print("note: the model is quantized (QDQ) already; --calibration is ignored")
+        print(f"wrote {args.output}")
+        return 0
+    if not args.calibration:
+        raise InputError(f"{args.model} computes in float: give calibration samples with "
+                         "--calibration X.npy (or a directory of .npy samples)")
     data = load_calibration(graph, _paths(args.calibration))
     options = _options(args)
     # Every input is read and checked; refuse the output before the slow part.
