@@ -13,6 +13,7 @@ import numpy as np
 from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
 from .arrays_io import check_output_path, files_read, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
+from .ir import GraphError
 from .escape import terminal
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -25,6 +26,7 @@ _PLUGIN_MODULES = (
     "kiln.project_gen.rpc_cli",
     "kiln.compiler.tune.cli",
     "kiln.project_gen.validate_cli",
+    "kiln.project_gen.farm_serve",
 )
 
 
@@ -33,7 +35,14 @@ _PLUGIN_MODULES = (
 def cmd_info(args) -> int:
     from . import compile, load
 
-    g = load(args.model)
+    from .codegen import explain
+
+    try:
+        g = load(args.model)
+    except GraphError as e:
+        if explain(e) is e:         # malformed, nothing else to say: the error
+            raise
+        g = e.graph                 # with unsupported ops: listed, compile() says which
     print(f"model {terminal(g.name)}  sha256 {g.sha256[:16]}  {len(g.ops)} ops, "
           f"{len(g.tensors)} tensors")
     for role, ids in (("input", g.inputs), ("output", g.outputs)):
@@ -373,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except KilnError as e:
+        if isinstance(e, GraphError):   # a malformed graph: its unsupported ops first
+            from .codegen import explain
+
+            e = explain(e)
         # terminal(): a message may quote a model's text; it stays one line, no escapes
         print(f"kiln: error: {terminal(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from .artifact import Artifact
-from .codegen import generate, weights_bytes
+from .codegen import explain, generate, weights_bytes
 from .codegen.fit import fit_weights
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
 from .errors import BoardError
 from .frontend import as_graph
-from .ir import Graph
+from .ir import Graph, GraphError
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
 from .tune.records import Records, as_records
@@ -129,7 +129,12 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     spec = _board_spec(board)      # resolved once: a board file is read once
     board = spec.name
     records = as_records(tuning_records)
-    g = optimize_graph(as_graph(graph))
+    try:
+        source = as_graph(graph)
+        source.verify()         # a graph built or changed in Python: checked here
+    except GraphError as e:     # a malformed graph: its unsupported ops are named first
+        raise explain(e) from None
+    g = optimize_graph(source)
     target = target_for(spec)
     tuned = tuned_knobs(g, target, records) if records is not None else {}
     layer_knobs = dict(tuned)

@@ -34,6 +34,16 @@ C_TYPES: dict[str, str] = {
 }
 
 
+class GraphError(ModelError):
+    """Graph.verify() found a broken structural rule. `graph` is the graph it checked
+    (its ids are in range, so the ops and their tensors' types can still be listed): the
+    compiler names a model's unsupported ops before such a message (codegen.explain)."""
+
+    def __init__(self, message: str, graph: "Graph"):
+        super().__init__(message)
+        self.graph = graph
+
+
 @dataclass
 class Quant:
     """Affine quantization: real = scale * (q - zero_point); per-channel along `axis`."""
@@ -157,7 +167,7 @@ class Graph:
         return tid
 
     def verify(self) -> None:
-        """Check the graph's structure; raise ModelError naming the first broken rule.
+        """Check the graph's structure; raise GraphError naming the first broken rule.
 
         Rules: tensor ids are in range and match their position; every op input is a
         constant, a variable (model state, there from the start), a model input, or written
@@ -165,6 +175,14 @@ class Graph:
         its output and no variable is a constant, a view or a model input or output; model
         outputs are produced; constants match their declared shape.
         """
+        try:
+            self._verify()
+        except GraphError:
+            raise
+        except ModelError as e:
+            raise GraphError(str(e), self) from None
+
+    def _verify(self) -> None:
         n = len(self.tensors)
         for i, t in enumerate(self.tensors):
             if t.id != i:

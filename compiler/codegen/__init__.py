@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, ModelError
-from ..ir import Graph
+from ..ir import Graph, GraphError
 from ..memory_plan import (Buffer, Overlap, Plan, live_bytes, lower_bound, place_state,
                            plan as plan_memory)
 from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
@@ -16,24 +16,64 @@ from .lowering import LOWERINGS, LowerCtx, Target
 _PASS_THROUGH_FLOAT = {"QUANTIZE", "DEQUANTIZE"}
 
 
-def check_supported(graph: Graph) -> None:
-    """Raise one ModelError naming every op kiln cannot compile, with the reason.
+# How to re-convert a model kiln refuses for its quantization (uint8, float ops left in
+# an int8 model): TF's converter, full-integer quantization.
+_RECONVERT = ("re-convert it from the float model with the TF converter's full-integer "
+              "quantization (optimizations=[tf.lite.Optimize.DEFAULT], a "
+              "representative_dataset, supported_ops=[tf.lite.OpsSet.TFLITE_BUILTINS_INT8], "
+              "inference_input_type=inference_output_type=tf.int8), or quantize the float "
+              "model with kiln quantize")
 
-    Problems are grouped by op type and reason: "CONV_2D (ops 0, 2: float32 ...): why".
-    An op its lowering accepts must also prove that its kernel's int32 arithmetic
-    cannot overflow (bounds.py); a tensor too large for int32 indexing is refused first.
-    """
-    bounds.check_tensors(graph)
+
+def _signature(graph: Graph, op) -> str:
+    ins = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.inputs if t >= 0)
+    outs = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.outputs)
+    return f"{ins} -> {outs}"
+
+
+def _activations(graph: Graph, op) -> list:
+    return [graph.tensor(t) for t in op.inputs + op.outputs
+            if t >= 0 and not graph.tensor(t).is_const]
+
+
+def _refuse(problems: dict[tuple[str, str], list[int]], graph: Graph) -> None:
+    """Raise one ModelError listing `problems` (op type, reason) → op indices, if any."""
+    if not problems:
+        return
+    n = sum(len(v) for v in problems.values())
+    parts = [f"{op_type} (op{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))}; {reason})"
+             for (op_type, reason), idx in problems.items()]
+    raise ModelError(f"{n} op(s) in {graph.name} cannot be compiled: " + "; ".join(parts))
+
+
+def _check_uint8(graph: Graph) -> None:
+    """A legacy asymmetric uint8 model (uint8 activations in compute ops) is refused as a
+    whole, with how to convert it again: kiln's kernels are int8 (TFLite's scheme since
+    TF 2.3; tflite-micro dropped most uint8 kernels)."""
+    ops = [op for op in graph.ops if op.type not in _PASS_THROUGH_FLOAT
+           and any(t.dtype == "uint8" and t.quant is not None for t in _activations(graph, op))]
+    if ops:
+        listed = ", ".join(f"op {op.index} {op.type}" for op in ops[:3])
+        raise ModelError(
+            f"{graph.name} is a uint8 (legacy asymmetric) quantized model ({listed}"
+            f"{', ...' if len(ops) > 3 else ''} on uint8 tensors): kiln compiles int8 models; "
+            + _RECONVERT)
+
+
+def unsupported_ops(graph: Graph, robust: bool = False) -> dict[tuple[str, str], list[int]]:
+    """(op type, signature: reason) → indices of the ops kiln cannot compile, judged op by
+    op (types, options, the lowering's check). Float ops whose op type kiln lowers are not
+    listed here (check_supported says to quantize them). With `robust`, for a graph that
+    failed verify(): a lowering's check that raises is skipped, not trusted."""
     problems: dict[tuple[str, str], list[int]] = {}
-    float_ops: list[str] = []
     for layer, op in enumerate(graph.ops):
-        ins = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.inputs if t >= 0)
-        outs = ",".join(graph.tensor(t).dtype.replace("unsupported:", "") for t in op.outputs)
-        signature = f"{ins} -> {outs}"
-        activations = [graph.tensor(t) for t in op.inputs + op.outputs
-                       if t >= 0 and not graph.tensor(t).is_const]
+        signature = _signature(graph, op)
+        reg = LOWERINGS.get(op.type)
+        if reg is None:
+            problems.setdefault((op.type, f"{signature}: op not supported"), []).append(op.index)
+            continue
+        activations = _activations(graph, op)
         if op.type not in _PASS_THROUGH_FLOAT and any(t.dtype == "float32" for t in activations):
-            float_ops.append(f"op {op.index} {op.type}")
             continue
         # A zero-size activation: every kernel refuses dims < 1 at run time, so it is
         # refused here, for every op at once, where the message can say which tensor.
@@ -42,28 +82,79 @@ def check_supported(graph: Graph) -> None:
             problems.setdefault((op.type, f"{signature}: tensor {empty[0].name} "
                                  f"{list(empty[0].shape)} is empty"), []).append(op.index)
             continue
-        reg = LOWERINGS.get(op.type)
-        if reg is None:
-            problems.setdefault((op.type, f"{signature}: op not supported"), []).append(op.index)
+        if reg.check is None:
             continue
-        ctx = LowerCtx(graph=graph, op=op, layer=layer)
-        reason = (reg.check(ctx) if reg.check is not None else None) or bounds.op_problem(ctx)
+        try:
+            reason = reg.check(LowerCtx(graph=graph, op=op, layer=layer))
+        except Exception:
+            if not robust:
+                raise
+            continue
         if reason:
             problems.setdefault((op.type, f"{signature}: {reason}"), []).append(op.index)
+    return problems
+
+
+def explain(error: GraphError) -> ModelError:
+    """The error to show for a model that failed verify(): its unsupported ops first (the
+    structural message after them), or the structural error itself if every op is
+    supported. So a user learns that an op is missing, not only that a tensor is read
+    before it is written."""
+    try:
+        _check_uint8(error.graph)
+        problems = unsupported_ops(error.graph, robust=True)
+    except ModelError as e:
+        return ModelError(f"{e}; besides, the graph is malformed: {error}")
+    except Exception:       # a graph too broken to list: its structural message says why
+        return error
+    try:
+        _refuse(problems, error.graph)
+    except ModelError as e:
+        return ModelError(f"{e}; besides, the graph is malformed: {error}")
+    return error
+
+
+def check_supported(graph: Graph) -> None:
+    """Raise one ModelError naming every op kiln cannot compile, with the reason.
+
+    Problems are grouped by op type and reason: "CONV_2D (ops 0, 2: float32 ...): why".
+    The ops come first: a uint8 model is refused as such, then every op without a
+    lowering or refused by its lowering's check, then float ops (quantize the model),
+    and only then limits: a tensor too large for int32 indexing, and each op's proof
+    that its kernel's int32 arithmetic cannot overflow (bounds.py).
+    """
+    _check_uint8(graph)
+    problems = unsupported_ops(graph)
+    float_ops = [op for op in graph.ops if op.type in LOWERINGS
+                 and op.type not in _PASS_THROUGH_FLOAT
+                 and any(t.dtype == "float32" for t in _activations(graph, op))]
+    # Quantized already, but for the float ops: kiln quantize refuses such a model.
+    mixed = float_ops and any(op.type not in _PASS_THROUGH_FLOAT and op not in float_ops
+                              and _activations(graph, op) for op in graph.ops)
     if float_ops and not problems:
+        listed = (", ".join(f"op {op.index} {op.type}" for op in float_ops[:3])
+                  + (", ..." if len(float_ops) > 3 else ""))
+        if mixed:
+            raise ModelError(
+                f"{graph.name} is quantized but for {len(float_ops)} op(s) that compute in "
+                f"float ({listed}, after a DEQUANTIZE); kiln compiles int8 ops only and "
+                f"kiln quantize takes float models: {_RECONVERT}")
         raise ModelError(
-            f"{graph.name} computes in float ({', '.join(float_ops[:3])}"
-            f"{', ...' if len(float_ops) > 3 else ''}); kiln compiles int8 models: quantize it "
+            f"{graph.name} computes in float ({listed}); kiln compiles int8 models: quantize it "
             "with calibration data (--calibration X.npy on kiln compile, run, validate or "
             "project create; or kiln quantize)")
-    for text in float_ops:
-        problems.setdefault((text.split()[-1], "float activations (quantize the model first)"),
-                            []).append(int(text.split()[1]))
-    if problems:
-        n = sum(len(v) for v in problems.values())
-        parts = [f"{op_type} (op{'s' if len(idx) > 1 else ''} {', '.join(map(str, idx))}; {reason})"
-                 for (op_type, reason), idx in problems.items()]
-        raise ModelError(f"{n} op(s) in {graph.name} cannot be compiled: " + "; ".join(parts))
+    why = ("float activations in a quantized model (re-convert it with full-integer "
+           "quantization)" if mixed else "float activations (quantize the model first)")
+    for op in float_ops:
+        problems.setdefault((op.type, f"{_signature(graph, op)}: {why}"), []).append(op.index)
+    _refuse(problems, graph)
+    bounds.check_tensors(graph)
+    for layer, op in enumerate(graph.ops):
+        reason = bounds.op_problem(LowerCtx(graph=graph, op=op, layer=layer))
+        if reason:
+            problems.setdefault((op.type, f"{_signature(graph, op)}: {reason}"),
+                                []).append(op.index)
+    _refuse(problems, graph)
 
 
 OPTIMIZE = ("speed", "balanced", "memory")

@@ -110,13 +110,25 @@ def prepare(graph: Graph) -> Graph:
             t.data, t.dtype, t.quant = const_value(t), "float32", None
         elif t.is_const and t.dtype == "float16":
             t.data, t.dtype = t.data.astype(np.float32), "float32"
-    problems = []
+    problems, float_ops, quantized_ops = [], [], 0
     for op in g.ops:
         acts = [g.tensor(t) for t in op.inputs + op.outputs if t >= 0 and not g.tensor(t).is_const]
         if any(t.dtype not in ("float32",) for t in acts):
             problems.append(f"{op.describe()} on {'/'.join(sorted({t.dtype for t in acts}))} tensors")
+            quantized_ops += op.type not in ("QUANTIZE", "DEQUANTIZE")
         elif op.type in NOT_QUANTIZABLE or op.type not in OPS:
             problems.append(f"{op.describe()}")
+        if acts and all(t.dtype == "float32" for t in acts):
+            float_ops.append(op.describe())
+    if quantized_ops and float_ops:
+        # An int8 model with float ops left (after a DEQUANTIZE): those ops are what keeps
+        # kiln from compiling it, and quantizing again cannot change them.
+        raise ModelError(f"cannot quantize {graph.name}: it is quantized already, but for "
+                         f"{', '.join(float_ops[:5])}{' ...' if len(float_ops) > 5 else ''} "
+                         "on float32 tensors, which kiln cannot compile; kiln quantize takes "
+                         "float models (and hybrid ones with int8/fp16 weights): re-convert "
+                         "the float model with full-integer quantization, those ops included, "
+                         "or drop them from the model")
     if problems:
         raise ModelError(f"cannot quantize {graph.name}: " + "; ".join(problems[:5])
                          + (f" and {len(problems) - 5} more" if len(problems) > 5 else "")
