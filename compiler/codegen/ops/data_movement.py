@@ -667,6 +667,9 @@ def _check_space_batch(ctx: LowerCtx) -> str | None:
     reason = check_moves(ctx, [x], [y])
     if reason:
         return reason
+    if x.dtype == "int16" and x.quant is not None and x.quant.zero_point.any():
+        # TFLite's rule (tflite-micro has no int16 kernel): int16 pads with 0.
+        return f"int16 tensors with zero point {int(x.quant.zero_point[0])} (0 required)"
     args = _space_batch_args(ctx)
     if isinstance(args, str):
         return args
