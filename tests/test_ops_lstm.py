@@ -156,3 +156,23 @@ def test_cell_scale_helpers():
     assert quantized_cell_clip(0.0, 2.0 ** -12) == -1
     assert quantized_cell_clip(10.0, 2.0 ** -12) == 32767
     assert quantized_cell_clip(1e-5, 2.0 ** -12) == 0         # clipping on, to zero
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an385"])
+def test_mnist_lstm_standalone_firmware_on_qemu(tmp_path, models_dir, board):
+    """The standalone firmware runs its samples as successive calls (state carried, the
+    warm-up call undone by a reset), like TFLM invoked once per sample without a reset."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    path = models_dir / "external" / "tfm_mnist_lstm_int8.tflite"
+    rng = np.random.default_rng(5)
+    x = np.stack([rand_int8((1, 28, 28), rng) for _ in range(3)])
+    result = create_project(path, board=board, out_dir=tmp_path / "p", inputs=[x]).run()
+    want = np.concatenate(tflm_runs(path.read_bytes(), list(x), reset_before=set()))
+    assert_equal_exact(result.outputs[0], want, board)
