@@ -243,3 +243,21 @@ def test_pool_s16(op):
     art = run_cases(cases, rng, inputs)
     kernel = "kiln_avgpool_s16" if op == "AVERAGE_POOL_2D" else "kiln_maxpool_s16"
     assert {o["kernel"] for o in art.report["ops"]} == {kernel}
+
+
+@pytest.mark.parametrize("op", ["RELU", "RELU6", "LEAKY_RELU"])
+def test_relus_s16_all_inputs(op):
+    """Every int16 input; output scales above and below the input's (multipliers on both
+    sides of one), alphas of both signs and above one."""
+    rng = np.random.default_rng({"RELU": 10, "RELU6": 11, "LEAKY_RELU": 12}[op])
+    cases = []
+    for i in range(8):
+        si = _scale(rng, 1e-5, 1e-2)
+        so = float(np.float32(si * [1.0, 0.3, 2.5, 0.01, 40.0, 1.0, 0.7, 3.0][i]))
+        options = {}
+        if op == "LEAKY_RELU":
+            options["alpha"] = [0.1, 0.2, -0.5, 1.5, 0.0, 0.01, 0.99, 0.3][i]
+        cases.append(Case(op, [s16((256, 256), si)], s16((256, 256), so), options))
+    inputs = [[rng.permutation(ALL_INT16).reshape(256, 256)] for _ in cases]
+    art = run_cases(cases, rng, inputs)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_leaky_relu_s16"}

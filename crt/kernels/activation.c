@@ -1,6 +1,6 @@
 /*
  * activation.c - int8 lookup-table activations and SOFTMAX; int16 SOFTMAX,
- * LOGISTIC and TANH.
+ * LOGISTIC, TANH, RELU, RELU6 and LEAKY_RELU.
  */
 #include "activation.h"
 
@@ -324,6 +324,34 @@ kiln_status_t kiln_tanh_s16(const kiln_sigmoid_s16_params_t *params,
         }
         result = v >= 0 ? result - (1 << 23) + (1 << 7) : -result + (1 << 23) + (1 << 7) - 1;
         output[i] = (int16_t)(result >> 8);
+    }
+    return KILN_OK;
+}
+
+/* --- int16: RELU, RELU6, LEAKY_RELU ---------------------------------------------- */
+
+kiln_status_t kiln_leaky_relu_s16(const kiln_leaky_relu_s16_params_t *params,
+                                  const kiln_dims_t *input_dims, const int16_t *input,
+                                  const kiln_dims_t *output_dims, int16_t *output)
+{
+    const int32_t count = dims_count(input_dims);
+    if (params == NULL || input == NULL || output == NULL || count < 0 ||
+        count != dims_count(output_dims) || params->input_offset < -32767 ||
+        params->input_offset > 32768 || params->positive.shift < -31 ||
+        params->positive.shift > 30 || params->negative.shift < -31 ||
+        params->negative.shift > 30 || params->clamp.min < INT16_MIN ||
+        params->clamp.max > INT16_MAX || params->clamp.min > params->clamp.max) {
+        return KILN_ERR_ARG;
+    }
+    const kiln_requant_t pos = params->positive;
+    const kiln_requant_t neg = params->negative;
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t v = input[i] + params->input_offset;     /* |v| <= 65535 */
+        const int32_t r = v >= 0 ? kiln_requantize(v, pos.multiplier, pos.shift)
+                                 : kiln_requantize(v, neg.multiplier, neg.shift);
+        /* The offset's addition wraps like TFLite's int32 one. */
+        const int32_t y = (int32_t)((uint32_t)r + (uint32_t)params->output_offset);
+        output[i] = (int16_t)kiln_clamp(y, params->clamp.min, params->clamp.max);
     }
     return KILN_OK;
 }

@@ -88,6 +88,26 @@ kiln_status_t kiln_tanh_s16(const kiln_sigmoid_s16_params_t *params,
                             const kiln_dims_t *input_dims, const int16_t *input,
                             const kiln_dims_t *output_dims, int16_t *output);
 
+/* RELU, RELU6 and LEAKY_RELU int16 -> int16 (TFLM's ReluQuantized,
+ * Relu6Quantized and QuantizeLeakyRelu):
+ *   v = x + input_offset
+ *   y = clamp(requant(v, v >= 0 ? positive : negative) + output_offset, clamp)
+ * RELU: both multipliers input / output scale, clamp [output zero point, max].
+ * RELU6: identity multipliers (2^30, shift 1), clamp [zero, six] in the input
+ * domain. LEAKY_RELU: negative = alpha * input / output scale (a negative
+ * multiplier for a negative alpha), clamp the int16 range. In place allowed. */
+typedef struct {
+    int32_t input_offset;      /* -input zero point (0 in TFLM's int16) */
+    int32_t output_offset;     /* output zero point */
+    kiln_requant_t positive;   /* shift in [-31, 30] */
+    kiln_requant_t negative;   /* multiplier may be negative; shift in [-31, 30] */
+    kiln_activation_t clamp;   /* within [-32768, 32767] */
+} kiln_leaky_relu_s16_params_t;
+
+kiln_status_t kiln_leaky_relu_s16(const kiln_leaky_relu_s16_params_t *params,
+                                  const kiln_dims_t *input_dims, const int16_t *input,
+                                  const kiln_dims_t *output_dims, int16_t *output);
+
 #ifdef __cplusplus
 }
 #endif

@@ -433,26 +433,85 @@ def lower_tanh(ctx: LowerCtx) -> LayerCode:
     return lut_layer(ctx, tanh_table(s, z), x, y, "TFLM fixed-point tanh, output 1/128")
 
 
-@lowering("RELU", check=int8_unary_check)
+def _unary_check(ctx: LowerCtx) -> str | None:
+    """int8 -> int8, or symmetric int16 -> int16 (the int16 kernels' rule)."""
+    if ctx.input(0) is not None and ctx.input(0).dtype == "int16":
+        return int16_unary_check(ctx)
+    return int8_unary_check(ctx)
+
+
+_IDENTITY = (1 << 30, 1)          # requantization by exactly 1.0
+
+
+def _requant_s16(real: float) -> tuple[int, int]:
+    m, shift = quantize_multiplier(real)
+    return (m, shift) if -31 <= shift <= 30 else (0, 0)
+
+
+def _relu_s16_layer(ctx: LowerCtx, positive: tuple[int, int], negative: tuple[int, int],
+                    lo: int, hi: int, what: str) -> LayerCode:
+    """A kiln_leaky_relu_s16 call (RELU, RELU6 and LEAKY_RELU at int16)."""
+    x, y = ctx.input(0), ctx.output(0)
+    body = ["static const kiln_leaky_relu_s16_params_t params = {",
+            f"    .input_offset = {-qparams(x)[1]},",
+            f"    .output_offset = {qparams(y)[1]},",
+            f"    .positive = {{{positive[0]}, {positive[1]}}},",
+            f"    .negative = {{{negative[0]}, {negative[1]}}},",
+            f"    .clamp = {{{lo}, {hi}}},",
+            "};",
+            f"static const kiln_dims_t input_dims = {flat_dims(x.shape)};",
+            f"static const kiln_dims_t output_dims = {flat_dims(y.shape)};",
+            f"return kiln_leaky_relu_s16(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+            f"{ctx.ptr(y)});"]
+    return LayerCode(kernel="kiln_leaky_relu_s16", body="\n".join(body), summary=what)
+
+
+def _check_relu(ctx: LowerCtx) -> str | None:
+    problem = _unary_check(ctx)
+    if problem or ctx.input(0).dtype != "int16":
+        return problem
+    _, shift = quantize_multiplier(qparams(ctx.input(0))[0] / qparams(ctx.output(0))[0])
+    if not -31 <= shift <= 30:
+        return "input scale / output scale has no int32 multiplier"
+    return None
+
+
+@lowering("RELU", check=_check_relu)
 def lower_relu(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        # ReluPrepare: act_min 0 -> output zero point + roundf(0 / scale), i.e. the zero point.
+        m = _requant_s16(float(qparams(x)[0]) / float(qparams(y)[0]))
+        return _relu_s16_layer(ctx, m, m, max(-32768, qparams(y)[1]), 32767,
+                               "requantize, clamp at output zero point")
     table = relu_table(*qparams(x), *qparams(y))
     return lut_layer(ctx, table, x, y, "requantize, clamp at output zero point")
 
 
-@lowering("RELU6", check=int8_unary_check)
+@lowering("RELU6", check=_unary_check)
 def lower_relu6(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        scale, zero = qparams(x)
+        six = round_half_away(float(np.float32(6.0) / np.float32(scale))) + zero
+        six = int(min(max(six, -32768), 32767))
+        return _relu_s16_layer(ctx, _IDENTITY, _IDENTITY, min(zero, six), six,
+                               "clamp to [0, 6] in the input domain")
     return lut_layer(ctx, relu6_table(*qparams(x)), x, y, "clamp to [0, 6] in the input domain")
 
 
 def _check_leaky_relu(ctx: LowerCtx) -> str | None:
-    problem = int8_unary_check(ctx)
+    problem = _unary_check(ctx)
     if problem:
         return problem
     alpha = float(ctx.op.options.get("alpha", 0.0))
     if not np.isfinite(alpha):
         return f"alpha {alpha} is not a finite number"
+    if ctx.input(0).dtype == "int16":
+        si, so = qparams(ctx.input(0))[0], qparams(ctx.output(0))[0]
+        for real in (si / so, si * float(np.float32(alpha)) / so):
+            if real != 0 and not -31 <= quantize_multiplier(real)[1] <= 30:
+                return "a multiplier (alpha or input / output scale) is out of int32 range"
     return None
 
 
@@ -460,6 +519,12 @@ def _check_leaky_relu(ctx: LowerCtx) -> str | None:
 def lower_leaky_relu(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
     alpha = float(ctx.op.options.get("alpha", 0.0))
+    if x.dtype == "int16":
+        # leaky_relu_common.cc's two multipliers in double, as leaky_relu_table.
+        si, so = float(qparams(x)[0]), float(qparams(y)[0])
+        return _relu_s16_layer(ctx, _requant_s16(si / so),
+                               _requant_s16(si * float(np.float32(alpha)) / so),
+                               -32768, 32767, f"alpha {alpha:.6g}")
     table = leaky_relu_table(*qparams(x), *qparams(y), alpha)
     return lut_layer(ctx, table, x, y, f"alpha {alpha:.6g}")
 
