@@ -101,3 +101,41 @@ def test_int16_depth_to_space_and_back_against_numpy():
         model = single_op_model(op, [a16(src.shape)], [a16(want.shape)], {"block_size": 2})
         got = kiln_compile(load(model), board="host").run(src)[0]
         assert_equal_exact(got, want, op)
+
+
+def _a8(shape) -> TensorSpec:
+    return TensorSpec(tuple(shape), scale=0.05, zero_point=-3)
+
+
+BROADCAST_REVERSE = [
+    OpCase(f"{op} {dt}", op, [mk(src), const(arg)], [mk(dst)])
+    for dt, mk in (("int8", _a8), ("int16", a16))
+    for op, src, arg, dst in (
+        ("BROADCAST_TO", (3, 1), [2, 3, 4], (2, 3, 4)),
+        ("BROADCAST_TO", (1, 4, 1, 2), [3, 4, 5, 2], (3, 4, 5, 2)),
+        ("BROADCAST_TO", (5,), [5], (5,)),
+        ("REVERSE_V2", (3, 4, 5), [1], (3, 4, 5)),
+        ("REVERSE_V2", (2, 3, 4), [-1], (2, 3, 4)),
+        ("REVERSE_V2", (6,), [0], (6,)),
+    )
+]
+
+
+def test_broadcast_to_and_reverse_against_tflite_micro():
+    check_cases(BROADCAST_REVERSE, seed=19)
+
+
+def test_reverse_several_axes_against_tflite_reference():
+    """tflite-micro's REVERSE_V2 takes one axis; TFLite's contiguous axes (kiln any)."""
+    check_cases([OpCase("REVERSE_V2 axes 1, 2", "REVERSE_V2", [a16((2, 3, 4)), const([1, 2])],
+                        [a16((2, 3, 4))])], seed=20, engine="tflite_ref")
+
+
+@pytest.mark.parametrize("op,inputs,outputs,reason", [
+    ("BROADCAST_TO", [a16((3, 2)), const([3, 4])], [a16((3, 4))], "does not broadcast"),
+    ("BROADCAST_TO", [a16((3, 1)), const([3, 4])], [a16((3, 5))], r"!= the shape input"),
+    ("REVERSE_V2", [a16((3, 2)), const([2])], [a16((3, 2))], "axis 2 out of range"),
+])
+def test_broadcast_and_reverse_rejections(op, inputs, outputs, reason):
+    with pytest.raises(ModelError, match=reason):
+        compile_single(op, inputs, outputs)

@@ -3,9 +3,9 @@
 Each op is reduced at compile time to one of a few byte-moving kernels
 (crt/kernels/data_movement.h), with every shape, stride and offset computed here:
 
-- TRANSPOSE, STRIDED_SLICE, TILE → `kiln_strided_copy`, a gather through a strided view
-  (`View`) of the input, simplified (size-1 dimensions dropped, contiguous runs
-  merged) so the innermost run is as long as the layout allows;
+- TRANSPOSE, STRIDED_SLICE, TILE, BROADCAST_TO, REVERSE_V2 → `kiln_strided_copy`, a
+  gather through a strided view (`View`) of the input, simplified (size-1 dimensions
+  dropped, contiguous runs merged) so the innermost run is as long as the layout allows;
 - CONCATENATION, PACK → `kiln_concat`; SPLIT, SPLIT_V, UNPACK → `kiln_split`;
 - PAD, PADV2 → `kiln_pad`; RESIZE_NEAREST_NEIGHBOR → `kiln_resize_nearest` with index maps
   computed here in float32 exactly as TFLite does; SPACE_TO_BATCH_ND,
@@ -367,6 +367,88 @@ def _check_tile(ctx: LowerCtx) -> str | None:
 def lower_tile(ctx: LowerCtx) -> LayerCode:
     m = ctx.input(1).data.reshape(-1).tolist()
     return copy_layer(ctx, tile_view(ctx.input(0).shape, m), f"multiples {m}")
+
+
+# --------------------------------------------------------------------------- BROADCAST_TO
+
+
+def broadcast_view(in_shape, out_shape) -> View:
+    """The input (right-aligned, as numpy broadcasts) read with stride 0 along every axis
+    it has extent 1 and the output more."""
+    lead = len(out_shape) - len(in_shape)
+    st = row_major_strides(in_shape)
+    strides = [0 if d < lead or int(in_shape[d - lead]) == 1 else st[d - lead]
+               for d in range(len(out_shape))]
+    return View([int(e) for e in out_shape], strides)
+
+
+def _check_broadcast_to(ctx: LowerCtx) -> str | None:
+    x, y = ctx.input(0), ctx.output(0)
+    reason = check_moves(ctx, [x], [y])
+    if reason:
+        return reason
+    target = const_ints(ctx.input(1), "shape")
+    if isinstance(target, str):
+        return target
+    target = target.reshape(-1).tolist()
+    if list(y.shape) != target or len(x.shape) > len(target):
+        return f"output shape {list(y.shape)} != the shape input {target}"
+    lead = len(target) - len(x.shape)
+    if any(int(e) not in (1, target[lead + d]) for d, e in enumerate(x.shape)):
+        return f"{list(x.shape)} does not broadcast to {target}"
+    if len(broadcast_view(x.shape, y.shape).simplified().shape) > COPY_MAX_DIMS:
+        return "broadcast view too complex"
+    return None
+
+
+@lowering("BROADCAST_TO", check=_check_broadcast_to)
+def lower_broadcast_to(ctx: LowerCtx) -> LayerCode:
+    x, y = ctx.input(0), ctx.output(0)
+    return copy_layer(ctx, broadcast_view(x.shape, y.shape), f"{list(x.shape)} to {list(y.shape)}")
+
+
+# --------------------------------------------------------------------------- REVERSE_V2
+
+
+def reverse_view(shape, axes) -> View:
+    """Each reversed axis read from its last element with a negative stride."""
+    st = row_major_strides(shape)
+    offset = sum((int(shape[a]) - 1) * st[a] for a in axes)
+    return View([int(e) for e in shape], [-s if d in axes else s for d, s in enumerate(st)],
+                offset)
+
+
+def _reverse_axes(ctx: LowerCtx) -> list[int] | str:
+    x = ctx.input(0)
+    axes = const_ints(ctx.input(1), "axis")
+    if isinstance(axes, str):
+        return axes
+    out = []
+    for a in axes.reshape(-1).tolist():
+        n = normalize_axis(int(a), len(x.shape))
+        if isinstance(n, str):
+            return n
+        out.append(n)
+    return sorted(set(out))
+
+
+def _check_reverse(ctx: LowerCtx) -> str | None:
+    x, y = ctx.input(0), ctx.output(0)
+    reason = check_moves(ctx, [x], [y])
+    if reason:
+        return reason
+    axes = _reverse_axes(ctx)
+    if isinstance(axes, str):
+        return axes
+    if tuple(y.shape) != tuple(x.shape):
+        return f"output shape {list(y.shape)} != input shape {list(x.shape)}"
+    return None
+
+
+@lowering("REVERSE_V2", check=_check_reverse)
+def lower_reverse(ctx: LowerCtx) -> LayerCode:
+    axes = _reverse_axes(ctx)
+    return copy_layer(ctx, reverse_view(ctx.input(0).shape, axes), f"axes {axes}")
 
 
 # --------------------------------------------------------------------------- concat / split
