@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+import tflite
 
-from conftest import model_path, run_sanitized_c
+from conftest import models_root, run_sanitized_c
 from kiln.compiler import compile as kiln_compile
 from kiln.compiler import load
 from kiln.compiler.errors import ModelError
@@ -128,6 +129,7 @@ def tflm_runs(model: bytes, steps: list[list[np.ndarray]], reset_at: int) -> lis
     from tflite_micro.python.tflite_micro import runtime
 
     interp = runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
+    n_out = tflite.Model.GetRootAs(model, 0).Subgraphs(0).OutputsLength()
     outs = []
     for k, xs in enumerate(steps):
         if k == reset_at:
@@ -135,7 +137,7 @@ def tflm_runs(model: bytes, steps: list[list[np.ndarray]], reset_at: int) -> lis
         for i, x in enumerate(xs):
             interp.set_input(x, i)
         interp.invoke()
-        outs.append([np.array(interp.get_output(j), copy=True) for j in range(len(xs))])
+        outs.append([np.array(interp.get_output(j), copy=True) for j in range(n_out)])
     return outs
 
 
@@ -369,3 +371,86 @@ int main(void)
 @pytest.mark.parametrize("target", sorted(ARM_TARGETS))
 def test_svdf_cross_compiles(target):
     cross_compile(["svdf.c"], ARM_TARGETS[target])
+
+
+# --------------------------------------------------------------------------- keyword model
+
+
+def keyword_path():
+    path = models_root() / "external" / "tfm_keyword_scrambled.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not found (set KILN_MODELS)")
+    return path
+
+
+def keyword_every_layer() -> bytes:
+    """TFLM's keyword benchmark model (QUANTIZE int16 -> int8, 7 SVDF, FULLY_CONNECTED,
+    SOFTMAX int8 -> int16, QUANTIZE int16 -> int32) with every layer's output a model
+    output: its weights are scrambled, so the final softmax is the same for every input,
+    but the SVDF outputs and states vary from call to call."""
+    from kiln.compiler.frontend import tflite_writer
+
+    graph = load(keyword_path().read_bytes())
+    graph.outputs = [op.outputs[0] for op in graph.ops]
+    return tflite_writer.write(graph)
+
+
+def keyword_inputs(steps: int, seed: int = 0) -> np.ndarray:
+    """(steps, 1, 96) int16 feature frames: alternately wide normal and full-range uniform."""
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.normal(0, 3000, (1, 96)).clip(-32768, 32767).astype(np.int16)
+                     if k % 2 == 0 else rng.integers(-32768, 32768, (1, 96)).astype(np.int16)
+                     for k in range(steps)])
+
+
+def test_keyword_scrambled_every_layer_matches_tflm_over_time():
+    model = keyword_every_layer()
+    graph = load(model)
+    assert [op.type for op in graph.ops].count("SVDF") == 7
+    art = kiln_compile(graph, board="host")
+    assert art.state_bytes == 2 * (4 * 512 + 3 * 1024)
+    xs = keyword_inputs(10)
+    want = tflm_runs(model, [[x] for x in xs], reset_at=7)
+    for k, x in enumerate(xs):
+        if k == 7:
+            art.reset()
+        for j, (g, w) in enumerate(zip(art.run(x), want[k])):
+            assert_equal_exact(g, w, f"step {k}, layer {j} ({graph.ops[j].type})")
+    svdf_outputs = [tuple(w[1].ravel()) for w in want]     # the first SVDF's output
+    assert len(set(svdf_outputs)) > 3                       # the steps differ
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an385"])
+def test_keyword_scrambled_on_qemu_carries_state(tmp_path, board):
+    """The standalone firmware runs the stacked samples one after another with the state
+    carried, as tflite-micro's interpreter invoked once per sample without a reset."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    model = keyword_every_layer()
+    path = tmp_path / "keyword_every_layer.tflite"
+    path.write_bytes(model)
+    xs = keyword_inputs(6, seed=3)
+    p = create_project(path, board=board, out_dir=tmp_path / "p", inputs=[xs])
+    r = p.run()
+    want = tflm_runs(model, [[x] for x in xs], reset_at=len(xs))
+    for j in range(len(want[0])):
+        assert_equal_exact(np.asarray(r.outputs[j]).reshape(len(xs), -1),
+                           np.stack([w[j].reshape(-1) for w in want]), f"{board} output {j}")
+    # The per-op shapes: rank > 1, batches, int8 state with its zero point, wrapping sums.
+    cases = CASES[2:4] + CASES[6:7] + CASES_S8
+    path = tmp_path / "svdf_ops.tflite"
+    path.write_bytes(svdf_model(cases))
+    steps = step_inputs(cases, 5, seed=4)
+    p = create_project(path, board=board, out_dir=tmp_path / "ops",
+                       inputs=[np.stack([s[i] for s in steps]) for i in range(len(cases))])
+    r = p.run()
+    want = tflm_runs(path.read_bytes(), steps, reset_at=len(steps))
+    for j, c in enumerate(cases):
+        assert_equal_exact(np.asarray(r.outputs[j]).reshape(len(steps), -1),
+                           np.stack([w[j].reshape(-1) for w in want]), f"{board} {c.label}")
