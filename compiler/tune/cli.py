@@ -29,9 +29,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="tuning records to append to (created if missing)")
     p.add_argument("--trials", type=positive_int, default=32,
                    help="candidates measured at most per workload (default 32)")
-    p.add_argument("--workers", type=worker_count, default=1,
+    p.add_argument("--workers", type=worker_count, default=None,
                    help="tuning firmwares built and measured in parallel (QEMU instances; "
-                        "default 1)")
+                        "default 1; with --ray: at most this many QEMU workers or served "
+                        "boards, default all)")
     p.add_argument("--repeat", type=repeat_count, default=5,
                    help="timed runs per candidate, after one warm-up (default 5)")
     p.add_argument("--port", metavar="URL", action="append", default=[],
@@ -46,6 +47,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="flash each tuning firmware as the board file says (flashing = ...)")
     p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds one kernel run may take on the device (default 120)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="measure on a Ray cluster (auto, HOST:PORT): QEMU workers on its "
+                        "nodes, or the boards `kiln farm serve` offers; docs/farm.md")
     p.set_defaults(handler=cmd_tune)
 
 
@@ -126,6 +130,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix not in (".jsonl", ".json"):
         raise InputError(f"{out}: tuning records are JSON Lines; name the file *.jsonl")
+    if args.ray is not None and (args.port or args.flash_command or args.flash):
+        raise InputError("with --ray, boards are served by `kiln farm serve --board B --port "
+                         "P --flash-command CMD` on their hosts: drop --port/--flash*")
     if (args.flash_command or args.flash) and not args.port:
         raise InputError(f"{'--flash-command' if args.flash_command else '--flash'} needs "
                          f"--port (the board's serial port)")
@@ -135,6 +142,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
                          f"a file where a link points; name another records file")
     graph = load(args.model)
     records = Records.load(out, missing_ok=True)
+    farm = None
+    if args.ray is not None:             # joined before the records file is created
+        from kiln.project_gen.boards import get_board
+
+        from .farm import Farm
+
+        farm = Farm.start(args.ray, get_board(args.board), args.workers)
+        print(f"kiln: {farm.describe()}", file=sys.stderr)
     created = not os.path.lexists(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Fail on an unwritable path before any build. A new file is created with O_EXCL, so
@@ -145,14 +160,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if records.skipped_lines:
         print(f"kiln: warning: skipped {records.skipped_lines} unreadable line(s) in {out}",
               file=sys.stderr)
-    options = TuneOptions(trials=args.trials, workers=args.workers,
+    options = TuneOptions(trials=args.trials, workers=args.workers or 1, farm=farm,
                           measure=MeasureOptions(repeat=args.repeat, timeout=args.timeout,
                                                  ports=args.port,
                                                  flash_command=args.flash_command,
                                                  flash=args.flash))
     from .tuner import _unit
 
-    bar = ProgressBar(_unit(args.board, args.port[0] if args.port else None))
+    bar = ProgressBar(farm.unit if farm is not None else
+                      _unit(args.board, args.port[0] if args.port else None))
     try:
         summary = tune(graph, args.board, records, options, progress=bar,
                        model_name=Path(args.model).stem)
@@ -162,5 +178,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise
     finally:
         bar.close()
+        if farm is not None:
+            for note in farm.notes:
+                print(f"kiln: warning: {note}", file=sys.stderr)
+            farm.close()
     print_summary(summary, records)
     return 1 if summary.problems else 0

@@ -18,6 +18,8 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +41,7 @@ class Measurement:
     status: str                           # "ok", "mismatch", "error", "unfit"
     cycles: list[int] = field(default_factory=list)
     detail: str = ""
+    where: dict = field(default_factory=dict)   # kiln tune --ray: the node and worker
 
 
 @dataclass
@@ -95,6 +98,26 @@ def make_batch(candidates: list[tuple[Workload, dict]], target: Target, version:
     return Batch(list(candidates), art, variants)
 
 
+@contextmanager
+def built_firmware(batch: Batch, target: Target, options: MeasureOptions,
+                   board=None) -> Iterator[tuple[object, float]]:
+    """The batch's tuning firmware built in a temporary project (removed on exit unless
+    options.keep_dir): yields (the Project, the seconds the build took). `board`: the
+    Board (default: kiln's board target.board names)."""
+    from kiln.project_gen import create_project
+
+    tmp = tempfile.mkdtemp(prefix="kiln-tune-", dir=options.keep_dir)
+    try:
+        project = create_project(batch.artifact, board or target.board, Path(tmp) / "fw",
+                                 mode="host-driven")
+        started = time.monotonic()
+        project.build()
+        yield project, time.monotonic() - started
+    finally:
+        if options.keep_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
                   on_result: Callable[[Measurement], None], port: str | None = None,
                   board=None) -> float:
@@ -102,31 +125,18 @@ def measure_batch(batch: Batch, target: Target, options: MeasureOptions,
     host), or on the board at serial `port` after running the flash command; each result
     goes to `on_result` as soon as it is known. `board`: the Board (default: kiln's board
     target.board names). Returns the seconds the build took."""
-    from kiln.project_gen import create_project
-    from kiln.project_gen.qemu import ticks_to_instructions
     from kiln.project_gen.rpc_client import RpcOptions
 
     wanted = {(w.key, knobs_id(k)) for w, k in batch.candidates}
-    art, variants = batch.artifact, batch.variants
-    tmp = tempfile.mkdtemp(prefix="kiln-tune-", dir=options.keep_dir)
-    try:
-        project = create_project(art, board or target.board, Path(tmp) / "fw",
-                                 mode="host-driven")
-        started = time.monotonic()
-        project.build()
-        build_s = time.monotonic() - started
+    with built_firmware(batch, target, options, board) as (project, build_s):
         if port is not None and (options.flash_command or options.flash):
             _flash(options.flash_command, project, port)
         qemu = project.board.runs_on == "qemu" and port is None
         with project.connect(port=port,
                              options=RpcOptions(command_timeout=options.timeout)) as session:
-            _measure(session, variants, wanted, options, on_result,
-                     (lambda t, hz: ticks_to_instructions(t, hz)) if qemu else
-                     (lambda t, hz: t))
+            for m in measurements(session, batch.variants, wanted, options, qemu):
+                on_result(m)
         return build_s
-    finally:
-        if options.keep_dir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _flash(command: str | None, project, port: str) -> None:
@@ -142,13 +152,21 @@ def _flash(command: str | None, project, port: str) -> None:
         run_flash_command(command, firmware_files(project.path / "build"), port)
 
 
-def _measure(session, variants: list[Variant], wanted: set[tuple[str, str]],
-             options: MeasureOptions, on_result: Callable[[Measurement], None],
-             to_cycles: Callable[[int, int], int]) -> None:
+def measurements(session, variants: list[Variant], wanted: set[tuple[str, str]],
+                 options: MeasureOptions, qemu: bool) -> Iterator[Measurement]:
+    """Check and time each (workload key, knobs id) in `wanted` of the firmware `session`
+    talks to, whose tuning table is `variants`; a Measurement as each is known. `qemu`:
+    ticks become instruction counts (-icount), else they are the board's cycles. A
+    variant's workload needs only .key and .reference (a farm worker gets no graph)."""
+    from kiln.project_gen.qemu import ticks_to_instructions
+
+    to_cycles = ((lambda t, hz: ticks_to_instructions(t, hz)) if qemu else (lambda t, hz: t))
     by_workload: dict[str, list[Variant]] = {}
     for v in variants:
         by_workload.setdefault(v.workload.key, []).append(v)
     for key, group in by_workload.items():
+        if not any((key, knobs_id(v.knobs)) in wanted for v in group):
+            continue                # a farm's retry of what a lost worker left
         w = group[0].workload
         x = workload_input(w, group[0].input_bytes)
         ref = next(v for v in group if knobs_id(v.knobs) == knobs_id(w.reference))
@@ -156,7 +174,7 @@ def _measure(session, variants: list[Variant], wanted: set[tuple[str, str]],
         for v in group:
             if (key, knobs_id(v.knobs)) not in wanted:
                 continue
-            on_result(_measure_one(session, v, x, expected, options, to_cycles))
+            yield _measure_one(session, v, x, expected, options, to_cycles)
 
 
 def _measure_one(session, v: Variant, x: bytes, expected: bytes, options: MeasureOptions,

@@ -44,6 +44,7 @@ class TuneOptions:
     workers: int = 1                 # firmware built and measured in parallel
     seed: int = 0
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    farm: object = None              # a farm.Farm: measure on its Ray workers (--ray)
 
 
 @dataclass
@@ -167,12 +168,13 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     board_spec = get_board(board)     # a name, a board file's path or a Board: read once
     board = board_spec.name
     ports = list(options.measure.ports)
-    if board_spec.runs_on == "board" and not ports:
+    farm = options.farm
+    if board_spec.runs_on == "board" and not ports and farm is None:
         raise InputError(f"{board} is a real board: pass its serial port (--port) and a "
                          f"command that flashes a firmware (--flash-command)")
     if ports and len(set(ports)) != len(ports):
         raise InputError("the same --port twice: one board per port")
-    workers = len(ports) if ports else options.workers
+    workers = farm.size if farm is not None else len(ports) if ports else options.workers
     free_ports: queue.Queue[str] = queue.Queue()
     for p in ports:
         free_ports.put(p)
@@ -180,7 +182,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
     started = time.monotonic()
     g = optimize_graph(as_graph(graph))
     workloads = extract_workloads(g, target)
-    unit = _unit(board_spec, ports[0] if ports else None)
+    unit = farm.unit if farm is not None else _unit(board_spec, ports[0] if ports else None)
     session = f"{model_name or g.name}@{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%SZ}"
     searches: dict[str, Search] = {}
     already = 0
@@ -220,7 +222,7 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
             "repeat": options.measure.repeat,
             "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "model": model_name or g.name, "session": session,
-            "elapsed_s": round(time.monotonic() - started, 2),
+            "elapsed_s": round(time.monotonic() - started, 2), **m.where,
         }
         if m.status == "ok":
             entry["cycles"] = summary(m.cycles)
@@ -248,6 +250,9 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
             if stop.is_set():
                 return 0.0
             state["batches"] += 1
+        if farm is not None:
+            return farm.measure_batch(batch, target, options.measure, on_result,
+                                      board=board_spec)
         if not ports:
             return measure_batch(batch, target, options.measure, on_result, board=board_spec)
         port = free_ports.get()          # one batch per board at a time
@@ -299,6 +304,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
         pool.shutdown(wait=False, cancel_futures=True)   # batches not started never start
         if not isinstance(exc, Exception):
             stop.set()
+            if farm is not None:
+                farm.abort()
             _end_workers(futures, before)
         raise
     finally:
