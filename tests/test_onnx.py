@@ -479,3 +479,46 @@ def test_hard_sigmoid_times_input_is_one_hard_swish():
     g = load(SINGLE["hard_sigmoid"]())     # alone: alpha·x + beta clamped to [0, 1]
     assert [op.type for op in g.ops if op.type not in ("TRANSPOSE", "RESHAPE")] == \
         ["MUL", "ADD", "MAXIMUM", "MINIMUM"]
+
+
+def audio_cnn_model() -> bytes:
+    """A 1-D audio CNN as PyTorch exports it: Conv1d-BatchNorm1d-ReLU, MaxPool1d, a strided
+    dilated Conv1d, a depthwise Conv1d with a residual Add, AvgPool1d, GlobalAveragePool,
+    Flatten, Gemm, Softmax."""
+    bn = lambda n, c: [(f"{n}_s", np.abs(f32(c)) + 0.5), (f"{n}_b", f32(c, scale=0.2)),  # noqa: E731
+                       (f"{n}_m", f32(c, scale=0.2)), (f"{n}_v", np.abs(f32(c)) + 0.5)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a1"], pads=[2, 2]),
+        helper.make_node("BatchNormalization", ["a1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"], ["a2"]),
+        helper.make_node("Relu", ["a2"], ["a3"]),
+        helper.make_node("MaxPool", ["a3"], ["a4"], kernel_shape=[2], strides=[2]),
+        helper.make_node("Conv", ["a4", "w2", "b2"], ["a5"], strides=[2], dilations=[2], pads=[2, 2]),
+        helper.make_node("Relu", ["a5"], ["a6"]),
+        helper.make_node("Conv", ["a6", "w3", "b3"], ["a7"], group=8, pads=[1, 1]),
+        helper.make_node("Add", ["a7", "a6"], ["a8"]),
+        helper.make_node("AveragePool", ["a8"], ["a9"], kernel_shape=[2], strides=[2]),
+        helper.make_node("GlobalAveragePool", ["a9"], ["a10"]),
+        helper.make_node("Flatten", ["a10"], ["a11"]),
+        helper.make_node("Gemm", ["a11", "fc", "fcb"], ["a12"], transB=1),
+        helper.make_node("Softmax", ["a12"], ["y"]),
+    ]
+    inits = [("w1", f32(8, 2, 5, scale=0.4)), ("b1", f32(8, scale=0.1)), *bn("bn1", 8),
+             ("w2", f32(8, 8, 3, scale=0.3)), ("b2", f32(8, scale=0.1)),
+             ("w3", f32(8, 1, 3, scale=0.4)), ("b3", f32(8, scale=0.1)),
+             ("fc", f32(5, 8, scale=0.5)), ("fcb", f32(5, scale=0.1))]
+    return model_bytes(nodes, [("x", (1, 2, 40))], [("y", (1, 5))], inits)
+
+
+def test_audio_cnn_1d():
+    g, _ = check(audio_cnn_model(), (2, 40), sqnr_bound=SQNR_CNN_DB, tflm=True)
+    kinds = [op.type for op in g.ops]
+    # One layout transpose, at the input: the 1-D ops share the [N, 1, L, C] layout.
+    assert kinds.count("TRANSPOSE") == 1, kinds
+    assert kinds.count("CONV_2D") == 2 and kinds.count("DEPTHWISE_CONV_2D") == 1, kinds
+
+
+def test_conv1d_output_keeps_ncl_layout():
+    data = model_bytes([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])],
+                       [("x", (1, 3, 10))], [("y", (1, 4, 10))], [("w", f32(4, 3, 3, scale=0.5))])
+    g, _ = check(data, (3, 10))
+    assert g.tensor(g.outputs[0]).shape == (1, 4, 10)

@@ -19,7 +19,8 @@ from onnx import helper
 
 import test_onnx
 from reference import run_reference
-from test_onnx import CONV_CASES, SINGLE, cnn_model, conv_model, model_bytes, residual_model
+from test_onnx import (CONV_CASES, SINGLE, audio_cnn_model, cnn_model, conv_model, model_bytes,
+                       residual_model)
 
 from kiln.compiler import ModelError, compile, load
 from kiln.compiler.frontend.tflite_writer import write
@@ -162,7 +163,7 @@ def mlp() -> bytes:
 
 
 NETWORKS = {"cnn": cnn_model, "residual": residual_model, "mobilenet_block": mobilenet_block,
-            "mlp": mlp}
+            "mlp": mlp, "audio_cnn": audio_cnn_model}
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
@@ -179,13 +180,20 @@ def test_network(net, mode, tmp_path):
         # The logits, the same network without its Softmax, meet the 1-LSB bound.
         assert worst <= 3, (within, worst)
         within, worst, _ = compare(qdq_model(without_softmax(data), *mode, tmp_path), n_test=8)
-    if net == "mobilenet_block":
-        # onnxruntime's optimizer writes HardSwish as x · HardSigmoid(x) and quantizes the
-        # HardSigmoid between them: a rounding TFLite's HARD_SWISH (one op) does not make.
-        # Five layers deep that is 2 LSB at most.
-        assert worst <= 2 and within >= 0.95, (within, worst)
-    else:
-        assert within >= 0.99, (within, worst)
+    least = WITHIN_1_LSB.get(net, 0.99)
+    assert worst <= 2 and within >= least, (within, worst)
+
+
+# Networks whose outputs differ by 1 LSB more often than 1%, and why: onnxruntime does
+# something TFLite's int8 kernels (which kiln matches bit for bit) do not.
+WITHIN_1_LSB = {
+    # onnxruntime's optimizer writes HardSwish as x · HardSigmoid(x) and quantizes the
+    # HardSigmoid between them: a rounding TFLite's HARD_SWISH (one op) does not make.
+    "mobilenet_block": 0.95,
+    # A 2-wide AveragePool halves a sum: half of its outputs are ties, which TFLite rounds
+    # away from zero and onnxruntime (in float) to even.
+    "audio_cnn": 0.85,
+}
 
 
 def without_softmax(data: bytes) -> bytes:

@@ -60,6 +60,10 @@ _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.
 # Ops whose output is >= 0, and ops whose output is >= 0 when their input is (for MaxPool
 # padding, see _pool).
 _NONNEG_OPS = {"RELU", "RELU6", "LOGISTIC", "SOFTMAX"}
+# ONNX ops whose output has their input's layout (elementwise): after a 1-D Conv they
+# stay in its [N, 1, L, C] form.
+_LAYOUT_FREE = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSwish", "HardSigmoid", "Clip",
+                "Identity", "BatchNormalization", "Add", "Sub", "Mul", "Div"}
 _ORDER_PRESERVING = {"MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE"}
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
@@ -206,6 +210,18 @@ def _check_shape(shape: tuple[int, ...], what: str) -> None:
         raise ModelError(f"{what} has shape {list(shape)}, outside kiln's limits")
 
 
+def _as_2d(a: dict) -> dict:
+    """A 1-D window op's attributes as those of the 2-D op over [N, C, 1, L]."""
+    two = dict(a)
+    for key in ("kernel_shape", "strides", "dilations"):
+        if key in a:
+            two[key] = [1] + list(a[key])
+    if "pads" in a:
+        begin, end = list(a["pads"])
+        two["pads"] = [0, begin, 0, end]
+    return two
+
+
 def _attrs(node) -> dict:
     import onnx.helper
 
@@ -228,6 +244,8 @@ class _Converter:
         self.consts: dict[str, np.ndarray] = {t.name: _to_array(t) for t in g.initializer}
         self.values: dict[str, int] = {}          # ONNX value name → IR tensor id
         self.nhwc: set[str] = set()               # values held NHWC (ONNX rank 4)
+        self.nwc: set[str] = set()                # rank-3 values of 1-D ops, held [N, 1, L, C]
+        self.reshaped_from: dict[int, int] = {}   # a layout RESHAPE's output → its input
         self.nhwc_columns: dict[str, tuple[int, int, int]] = {}   # flattened NHWC: (C, H, W)
         self.permuted: dict[tuple[int, tuple[int, ...]], int] = {}   # (tensor, perm) → its source
         self.nonneg: set[int] = set()             # IR tensors known >= 0 (after a Relu, ...)
@@ -299,7 +317,12 @@ class _Converter:
 
     def _ir_shape(self, value: str) -> tuple[int, ...]:
         shape = self._shape(value)
-        return tuple(shape[p] for p in NCHW_TO_NHWC) if len(shape) == 4 else shape
+        if len(shape) == 4:
+            return tuple(shape[p] for p in NCHW_TO_NHWC)
+        if value in self.nwc:
+            n, c, length = shape
+            return (n, 1, length, c)
+        return shape
 
     def _out(self, value: str) -> int:
         """A new IR tensor for ONNX output `value` (NHWC if rank 4)."""
@@ -336,9 +359,37 @@ class _Converter:
         return out
 
     def _plain(self, value: str) -> int:
-        """The IR tensor of `value` in ONNX's own layout (NCHW for rank 4)."""
+        """The IR tensor of `value` in ONNX's own layout (NCHW for rank 4, NCL for rank 3)."""
         tid = self._input(value)
+        if value in self.nwc:
+            n, _, length, c = self.tensors[tid].shape
+            return self._permute(self._reshaped(tid, (n, length, c), value + "_nlc"), (0, 2, 1),
+                                 value + "_ncl")
         return self._permute(tid, NHWC_TO_NCHW, value + "_nchw") if value in self.nhwc else tid
+
+    def _as_nwc(self, value: str) -> int:
+        """Rank-3 `value` ([N, C, L]) as 1-D ops hold it: [N, 1, L, C], NHWC with H = 1."""
+        tid = self._input(value)
+        if value in self.nwc:
+            return tid
+        if len(self.tensors[tid].shape) != 3:
+            raise ModelError(f"{self._where()}: a 1-D window op reads a rank-"
+                             f"{len(self.tensors[tid].shape)} value (kiln reads [N, C, L])")
+        nlc = self._permute(tid, (0, 2, 1), value + "_nlc")
+        n, length, c = self.tensors[nlc].shape
+        return self._reshaped(nlc, (n, 1, length, c), value + "_nwc")
+
+    def _reshaped(self, tid: int, shape: tuple[int, ...], name: str) -> int:
+        """A RESHAPE of `tid` (a view: kiln aliases it, no copy); the tensor it came from
+        when `tid` is itself a reshape of a tensor of that shape."""
+        source = self.reshaped_from.get(tid)
+        if source is not None and self.tensors[source].shape == tuple(shape):
+            return source
+        out = self._tensor(name, shape)
+        self.reshaped_from[out] = tid
+        self._op("RESHAPE", [tid, self._const(name + "_shape", np.array(shape, np.int32))], [out],
+                 {"new_shape": list(shape)})
+        return out
 
     def _where(self) -> str:
         node = self.model.graph.node[self.node_index]
@@ -383,6 +434,10 @@ class _Converter:
                 inner, tid = tid, self._permute(tid, NHWC_TO_NCHW, vo.name)
                 if inner != tid:     # the model's output carries its ONNX name
                     self.tensors[inner].name = vo.name + "_nhwc"
+            elif vo.name in self.nwc:
+                inner, tid = tid, self._plain(vo.name)
+                self.tensors[inner].name = vo.name + "_nwc"
+                self.tensors[tid].name = vo.name
             outputs.append(tid)
         if len(set(outputs)) != len(outputs) or set(outputs) & set(inputs):
             raise ModelError("an ONNX model output is a model input or another output; kiln "
@@ -421,6 +476,10 @@ class _Converter:
         if node.op_type in _FOLDED or self._foldable(node):
             self._fold(node)    # a _FOLDED op on an activation raises, naming it
             return
+        # An elementwise op on a 1-D op's output keeps its [N, 1, L, C] layout.
+        if node.op_type in _LAYOUT_FREE and any(v in self.nwc for v in node.input if v) \
+                and len(self._shape(node.output[0])) == 3:
+            self.nwc.add(node.output[0])
         getattr(self, "_op_" + node.op_type)(node, _attrs(node))
 
     # --- folding ------------------------------------------------------------------------
@@ -550,9 +609,10 @@ class _Converter:
 
     # --- ops ----------------------------------------------------------------------------
 
-    def _spatial(self, node, a: dict, kh: int, kw: int, pool: bool):
-        """(padding, explicit pads or None, strides, dilations) for a 2-D window op."""
-        shape = self._shape(node.input[0])
+    def _spatial(self, node, a: dict, kh: int, kw: int, pool: bool, shape=None):
+        """(padding, explicit pads or None, strides, dilations) for a 2-D window op (`shape`:
+        its input's NCHW shape when it is not the ONNX one, for a 1-D op)."""
+        shape = shape or self._shape(node.input[0])
         if len(shape) != 4:
             raise ModelError(f"{self._where()}: kiln reads 2-D (NCHW) {node.op_type}, not rank "
                              f"{len(shape)} inputs")
@@ -607,16 +667,22 @@ class _Converter:
         return out
 
     def _op_Conv(self, node, a: dict) -> None:
-        x = self._input(node.input[0])
         w = self._c(node, 1, "weights").astype(np.float32)
-        if w.ndim != 4:
-            raise ModelError(f"{self._where()}: kiln reads 2-D Conv (4-D weights), not {w.ndim - 2}-D")
+        one_d = w.ndim == 3
+        if one_d:       # a 2-D conv over [N, 1, L, C]
+            x, a, in_shape = self._as_nwc(node.input[0]), _as_2d(a), self._2d_shape(node.input[0])
+            w = w[:, :, None, :]
+        elif w.ndim == 4:
+            x, in_shape = self._input(node.input[0]), None
+        else:
+            raise ModelError(f"{self._where()}: kiln reads 1-D and 2-D Conv (3-D or 4-D weights), "
+                             f"not {w.ndim - 2}-D")
         m, cg, kh, kw = w.shape
-        c_in = self._shape(node.input[0])[1]
+        c_in = (in_shape or self._shape(node.input[0]))[1]
         group = int(a.get("group", 1))
         bias = (self._c(node, 2, "bias").astype(np.float32).reshape(-1)
                 if len(node.input) > 2 and node.input[2] else np.zeros(m, np.float32))
-        padding, pads, (sh, sw), (dh, dw) = self._spatial(node, a, kh, kw, pool=False)
+        padding, pads, (sh, sw), (dh, dw) = self._spatial(node, a, kh, kw, pool=False, shape=in_shape)
         # BatchNormalization right after: folded into the weights and bias.
         out_value = node.output[0]
         i, bn = self._sole_consumer(out_value)
@@ -646,7 +712,17 @@ class _Converter:
         wid = self._const(name + "_weights", wt)
         bid = self._const(name + "_bias", bias)
         self.sources[wid] = (node.input[1], 0)
+        if one_d:
+            self.nwc.add(out_value)
         self._op(op_type, [x, wid, bid], [self._out(out_value)], options)
+
+    def _2d_shape(self, value: str) -> tuple[int, int, int, int]:
+        """The NCHW shape a 1-D op's input [N, C, L] has as [N, C, 1, L]."""
+        shape = self._shape(value)
+        if len(shape) != 3:
+            raise ModelError(f"{self._where()}: a 1-D {self.model.graph.node[self.node_index].op_type} "
+                             f"reads a rank-{len(shape)} value (kiln reads [N, C, L])")
+        return (shape[0], shape[1], 1, shape[2])
 
     def _bn_affine(self, node) -> tuple[np.ndarray, np.ndarray]:
         a = _attrs(node)
@@ -662,7 +738,8 @@ class _Converter:
         x = self._input(node.input[0])
         scale, shift = self._bn_affine(node)
         rank = len(self._shape(node.input[0]))
-        shape = (1, 1, 1, -1) if node.input[0] in self.nhwc else (1, -1) + (1,) * (rank - 2)
+        shape = ((1, 1, 1, -1) if node.input[0] in self.nhwc or node.input[0] in self.nwc
+                 else (1, -1) + (1,) * (rank - 2))
         mid = self._tensor(node.output[0] + "_scaled", self.tensors[x].shape)
         self._op("MUL", [x, self._const(node.output[0] + "_scale", scale.reshape(shape))], [mid],
                  {"fused_activation_function": "NONE"})
@@ -718,14 +795,22 @@ class _Converter:
     def _operand(self, node, i: int, like_nhwc: bool, rank: int, value: np.ndarray | None = None) -> int:
         """Input i of a binary op (or `value` in its place) as an IR tensor in the output's layout."""
         v = node.input[i]
+        nwc = node.output[0] in self.nwc
         if value is not None or v in self.consts:
             c = (self.consts[v] if value is None else value).astype(np.float32)
             if like_nhwc:
                 c = c.reshape((1,) * (4 - c.ndim) + c.shape).transpose(NCHW_TO_NHWC)
+            elif nwc:       # [.., C, L] → [.., 1, L, C]
+                c = c.reshape((1,) * (3 - c.ndim) + c.shape).transpose(0, 2, 1)
+                c = c.reshape(c.shape[0], 1, *c.shape[1:])
             tid = self._const(f"{node.name or node.output[0]}_in{i}", c)
             if value is None:
                 self.sources[tid] = (v, -1)
             return tid
+        if nwc:
+            return self._as_nwc(v)
+        if v in self.nwc:
+            return self._plain(v)
         if (v in self.nhwc) != like_nhwc:
             raise ModelError(f"{self._where()}: mixes a rank-4 input with one of another rank")
         return self._input(v)
@@ -762,6 +847,8 @@ class _Converter:
         if (user is not None and user.op_type == "Mul" and sorted(user.input) ==
                 sorted([x_value, node.output[0]]) and abs(alpha - 1 / 6) < 1e-6 and beta == 0.5):
             self.skip.add(i)
+            if x_value in self.nwc:
+                self.nwc.add(user.output[0])
             self._op("HARD_SWISH", [self._input(x_value)], [self._out(user.output[0])])
             return
         x = self._input(x_value)
@@ -782,6 +869,8 @@ class _Converter:
         nhwc = out_rank == 4
         ins = [self._operand(node, i, nhwc, out_rank, divisor if i == 1 else None) for i in (0, 1)]
         act, out_value = self._fuse_activation(node.output[0])
+        if node.output[0] in self.nwc:
+            self.nwc.add(out_value)
         options = {"fused_activation_function": act}
         if op_type in ("ADD", "SUB"):
             options["pot_scale_int16"] = True
@@ -819,15 +908,19 @@ class _Converter:
                 self.nhwc.add(node.output[0])
 
     def _pool(self, node, a: dict, op_type: str) -> None:
+        one_d = len(a["kernel_shape"]) == 1
+        if one_d:       # a 2-D pool over [N, 1, L, C]
+            a = _as_2d(a)
         kh, kw = (list(a["kernel_shape"]) + [1, 1])[:2]
         if len(a["kernel_shape"]) != 2:
-            raise ModelError(f"{self._where()}: kiln reads 2-D pooling")
+            raise ModelError(f"{self._where()}: kiln reads 1-D and 2-D pooling")
         if any(d != 1 for d in a.get("dilations", [1, 1])):
             raise ModelError(f"{self._where()}: dilated pooling is not supported")
         if len(node.output) > 1 and node.output[1]:
             raise ModelError(f"{self._where()}: MaxPool's Indices output is not supported")
-        padding, pads, (sh, sw), _ = self._spatial(node, a, kh, kw, pool=True)
-        x = self._input(node.input[0])
+        in_shape = self._2d_shape(node.input[0]) if one_d else None
+        padding, pads, (sh, sw), _ = self._spatial(node, a, kh, kw, pool=True, shape=in_shape)
+        x = self._as_nwc(node.input[0]) if one_d else self._input(node.input[0])
         if pads is not None:
             # Zeros pad a window op exactly only where they count (AveragePool with
             # count_include_pad=1) or can never win (MaxPool of a value known >= 0).
@@ -841,6 +934,8 @@ class _Converter:
                                  "padding); export with count_include_pad=1 or SAME padding")
             x = self._pad(x, pads, node.input[0])
         act, out_value = self._fuse_activation(node.output[0])
+        if one_d:
+            self.nwc.add(out_value)
         self._op(op_type, [x], [self._out(out_value)],
                  {"padding": padding, "stride_h": sh, "stride_w": sw, "filter_height": kh,
                   "filter_width": kw, "fused_activation_function": act})
@@ -852,9 +947,12 @@ class _Converter:
         self._pool(node, a, "AVERAGE_POOL_2D")
 
     def _op_GlobalAveragePool(self, node, a: dict) -> None:
-        if node.input[0] not in self.nhwc:
-            raise ModelError(f"{self._where()}: kiln reads 2-D (rank-4) GlobalAveragePool")
-        x = self._input(node.input[0])
+        rank = len(self._shape(node.input[0]))
+        if rank not in (3, 4):
+            raise ModelError(f"{self._where()}: kiln reads 1-D and 2-D GlobalAveragePool")
+        x = self._input(node.input[0]) if rank == 4 else self._as_nwc(node.input[0])
+        if rank == 3:
+            self.nwc.add(node.output[0])
         axes = self._const((node.name or node.output[0]) + "_axes", np.array([1, 2], np.int32))
         self._op("MEAN", [x, axes], [self._out(node.output[0])], {"keep_dims": True})
 
@@ -889,13 +987,20 @@ class _Converter:
         self._reshape_to(node, self._plain(node.input[0]))
 
     def _op_Softmax(self, node, a: dict) -> None:
-        rank = len(self._shape(node.input[0]))
+        value = node.input[0]
+        rank = len(self._shape(value))
         axis = int(a.get("axis", -1)) % rank
-        if not ((node.input[0] in self.nhwc and axis == 1) or
-                (node.input[0] not in self.nhwc and axis == rank - 1)):
+        channels_last = value in self.nhwc or value in self.nwc
+        if channels_last and axis == 1:
+            x = self._input(value)
+            if value in self.nwc:
+                self.nwc.add(node.output[0])
+        elif axis == rank - 1 and value not in self.nhwc:
+            x = self._plain(value)
+        else:
             raise ModelError(f"{self._where()}: Softmax on axis {axis} of a rank-{rank} value; kiln "
                              "computes it on the last axis (channels for rank 4)")
-        self._op("SOFTMAX", [self._input(node.input[0])], [self._out(node.output[0])], {"beta": 1.0})
+        self._op("SOFTMAX", [x], [self._out(node.output[0])], {"beta": 1.0})
 
     def _op_Identity(self, node, a: dict) -> None:
         self.values[node.output[0]] = self._input(node.input[0])
