@@ -272,3 +272,28 @@ def test_requantization_chain_refused():
     assert f32 is not None
     with pytest.raises(ModelError, match="quantized twice"):
         load(m.SerializeToString())
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.parametrize("net", ["cnn", "audio_cnn"])
+def test_network_on_qemu(net, tmp_path):
+    """The QDQ network's standalone firmware on QEMU mps2-an386: outputs identical to the
+    host build and to tflite-micro running kiln's export."""
+    from conftest import require_tool
+
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    path = tmp_path / f"{net}_qdq.onnx"
+    path.write_bytes(qdq_model(NETWORKS[net](), True, "QInt8", tmp_path))
+    g = load(path)
+    xs = RNG.integers(-128, 128, size=(3, *g.tensor(g.inputs[0]).shape[1:])).astype(np.int8)
+    r = create_project(path, board="mps2-an386", out_dir=tmp_path / "fw", inputs=[xs]).run()
+    art = compile(g, board="host")
+    model = write(g)
+    for x, y in zip(xs, r.outputs[0]):
+        np.testing.assert_array_equal(y, art.run(x[None])[0].reshape(y.shape))
+        np.testing.assert_array_equal(y, run_reference(model, [x[None]])[0].reshape(y.shape))
