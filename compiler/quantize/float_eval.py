@@ -237,6 +237,12 @@ def _softmax(c: _Ctx) -> np.ndarray:
     return c.shaped(e / e.sum(axis=-1, keepdims=True))
 
 
+def _log_softmax(c: _Ctx) -> np.ndarray:
+    x = c.x(0)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return c.shaped(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)))
+
+
 def _broadcast_operands(c: _Ctx) -> list[np.ndarray]:
     """Inputs aligned to the output's rank, sample axis first (numpy broadcasting does the rest)."""
     rank = len(c.out().shape)
@@ -319,6 +325,7 @@ OPS: dict[str, Callable[[_Ctx], np.ndarray]] = {
     "MAX_POOL_2D": _pool,
     "MEAN": _reduce, "SUM": _reduce, "REDUCE_MAX": _reduce, "REDUCE_MIN": _reduce,
     "SOFTMAX": _softmax,
+    "LOG_SOFTMAX": _log_softmax,
     **{k: _binary for k in _BINARY},
     **{k: _unary for k in list(_UNARY) + ["LEAKY_RELU"]},
     "RESHAPE": _reshape, "SQUEEZE": _reshape, "EXPAND_DIMS": _reshape,

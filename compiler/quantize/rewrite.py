@@ -56,6 +56,7 @@ FIXED_OUTPUT: dict[str, tuple[float, int]] = {
     "SOFTMAX": (1.0 / 256, -128),
     "LOGISTIC": (1.0 / 256, -128),
     "TANH": (1.0 / 128, 0),
+    "LOG_SOFTMAX": (16.0 / 256, 127),        # TFLite's and TFLM's fixed int8 log softmax
 }
 
 # Inputs read as data (quantized like activations when constant); others are shapes/axes.
@@ -75,6 +76,7 @@ INT8_VERSIONS = {
     "PADV2": 2, "TRANSPOSE": 2, "RELU": 2, "RELU6": 2, "LOGISTIC": 2, "TANH": 2,
     "QUANTIZE": 1, "DEQUANTIZE": 2, "RESHAPE": 1, "SQUEEZE": 1, "EXPAND_DIMS": 1,
     "HARD_SWISH": 1, "LEAKY_RELU": 1, "ABS": 2, "NEG": 1, "RELU_N1_TO_1": 1,
+    "LOG_SOFTMAX": 2,
 }
 
 

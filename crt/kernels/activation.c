@@ -1,6 +1,6 @@
 /*
  * activation.c - int8 lookup-table activations and SOFTMAX; int16 SOFTMAX,
- * LOGISTIC, TANH, RELU, RELU6 and LEAKY_RELU.
+ * LOGISTIC, TANH, RELU, RELU6 and LEAKY_RELU; int8 LOG_SOFTMAX.
  */
 #include "activation.h"
 
@@ -99,6 +99,8 @@ static inline int32_t count_leading_zeros(uint32_t x)
 #define KILN_SOFTMAX_MAX_DEPTH 8191
 /* int16 rows: the int32 sum of up to 65535 exp values of at most 32767. */
 #define KILN_SOFTMAX_S16_MAX_DEPTH 65535
+/* LOG_SOFTMAX keeps its Q12.19 sum in int32 (TFLM: "safe in 2^12 steps"). */
+#define KILN_LOG_SOFTMAX_MAX_DEPTH 4095
 
 /* TFLM's quantized Softmax for one int8 row; the output type has `output_bits`
  * (8 or 16) bits and its minimum as zero point (-128 at scale 1/256, -32768 at
@@ -352,6 +354,117 @@ kiln_status_t kiln_leaky_relu_s16(const kiln_leaky_relu_s16_params_t *params,
         /* The offset's addition wraps like TFLite's int32 one. */
         const int32_t y = (int32_t)((uint32_t)r + (uint32_t)params->output_offset);
         output[i] = (int16_t)kiln_clamp(y, params->clamp.min, params->clamp.max);
+    }
+    return KILN_OK;
+}
+
+/* --- LOG_SOFTMAX (int8) -------------------------------------------------------------- */
+
+static inline int32_t saturating_add(int32_t a, int32_t b)
+{
+    const int64_t sum = (int64_t)a + (int64_t)b;
+    return (int32_t)(sum > INT32_MAX ? INT32_MAX : (sum < INT32_MIN ? INT32_MIN : sum));
+}
+
+/* Wrapping int32 addition (gemmlowp's non-saturating FixedPoint +). */
+static inline int32_t wrap_add(int32_t a, int32_t b)
+{
+    return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+
+/* TFLite's log_x_for_x_greater_than_or_equal_to_1<5>(x in Q12.19): ln(x) in
+ * Q5.26. x = 2^z * r with r in [sqrt(1/2), sqrt(2)) (two candidate splits, the
+ * one with r nearer 1 wins), then ln(r) from a rational approximation around
+ * 2^-1/4 and z * ln(2), accumulated with 6 integer bits. */
+static int32_t log_q12_to_q5(int32_t x)
+{
+    const int32_t kLog2 = INT32_C(1488522236);           /* ln 2, Q0.31 */
+    const int32_t kSqrtSqrtHalf = INT32_C(1805811301);   /* 2^-1/4 */
+    const int32_t kSqrtHalf = INT32_C(1518500250);       /* 2^-1/2 */
+    const int32_t kAlphaN = INT32_C(117049297);          /* 11/240 * 2^1/4 */
+    const int32_t kAlphaD = INT32_C(127690142);          /* 1/20 * 2^1/4 */
+    const int32_t kAlphaI = INT32_C(1057819769);         /* 2 / 2^1/4 - 2^1/4 */
+    const int32_t kAlphaF = INT32_C(638450708);          /* 1/4 * 2^1/4 */
+    const int32_t kInputIntegerBits = 12;
+    const int32_t kQuarterQ6 = INT32_C(1) << 23;         /* 1/4 in Q6.25 */
+
+    const int32_t headroom_a = count_leading_zeros((uint32_t)x);
+    const int32_t r_a = saturating_shift_left(
+        kiln_sat_rounding_doubling_high_mul(saturating_shift_left(x, headroom_a - 1), kSqrtHalf),
+        1);
+    const int32_t z_a = saturating_add(
+        saturating_shift_left(kInputIntegerBits - headroom_a, 31 - 6), kQuarterQ6);
+    const int32_t x_b = kiln_sat_rounding_doubling_high_mul(x, kSqrtHalf);
+    const int32_t headroom_b = count_leading_zeros((uint32_t)x_b) - 1;
+    const int32_t r_b = saturating_shift_left(x, headroom_b);
+    const int32_t z_b = saturating_add(
+        saturating_shift_left(kInputIntegerBits - headroom_b, 31 - 6), -kQuarterQ6);
+    const int32_t r = r_a < r_b ? r_a : r_b;
+    const int32_t z = z_a > z_b ? z_a : z_b;
+
+    const int32_t p = rounding_half_sum(r, kSqrtSqrtHalf);
+    int32_t q = wrap_add(r, -kSqrtSqrtHalf);
+    q = wrap_add(q, q);
+    const int32_t q2 = kiln_sat_rounding_doubling_high_mul(q, q);
+    const int32_t num = wrap_add(
+        kiln_sat_rounding_doubling_high_mul(q, r),
+        kiln_sat_rounding_doubling_high_mul(kiln_sat_rounding_doubling_high_mul(q, q2), kAlphaN));
+    const int32_t denom_minus_one = wrap_add(
+        kiln_sat_rounding_doubling_high_mul(
+            p, wrap_add(wrap_add(kAlphaI, q), kiln_sat_rounding_doubling_high_mul(kAlphaD, q2))),
+        kiln_sat_rounding_doubling_high_mul(kAlphaF, q));
+    const int32_t recip = one_over_one_plus_x(denom_minus_one);
+    const int32_t num_q6 = kiln_rounding_divide_by_pot(num, 6);
+    const int32_t log_q6 = wrap_add(kiln_sat_rounding_doubling_high_mul(z, kLog2),
+                                    kiln_sat_rounding_doubling_high_mul(num_q6, recip));
+    return saturating_shift_left(log_q6, 1);
+}
+
+kiln_status_t kiln_log_softmax_s8(const kiln_log_softmax_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int8_t *output)
+{
+    const int32_t count = dims_count(input_dims);
+    if (params == NULL || params->exp_table == NULL || params->diff_table == NULL ||
+        input == NULL || output == NULL || count < 0 || count != dims_count(output_dims) ||
+        input_dims->c != output_dims->c || input_dims->c > KILN_LOG_SOFTMAX_MAX_DEPTH ||
+        params->exp_table[0] != INT32_MAX || params->diff_min > 0 ||
+        params->reverse.shift > 0 || params->reverse.shift < -31) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = input_dims->c;
+    const int32_t rows = count / depth;
+    for (int32_t r = 0; r < rows; ++r) {
+        const int8_t *x = input + r * depth;
+        int8_t *y = output + r * depth;
+        int32_t max = x[0];
+        for (int32_t c = 1; c < depth; ++c) {
+            max = x[c] > max ? x[c] : max;
+        }
+        /* Sum of exp in Q12.19: below depth * 2^19 < 2^31. Differences under
+         * diff_min have table entry 0. */
+        int32_t sum = 0;
+        for (int32_t c = 0; c < depth; ++c) {
+            sum += kiln_rounding_divide_by_pot(params->exp_table[max - x[c]], 12);
+        }
+        const int32_t log_sum = log_q12_to_q5(sum);
+        /* The smallest difference whose result still fits: the most negative Q5.26
+         * value plus log_sum, scaled back to the input (TFLM's adjusted_diff_min). */
+        const int32_t reach = kiln_requantize(wrap_add(log_sum, INT32_MIN),
+                                              params->reverse.multiplier, params->reverse.shift);
+        const int32_t diff_limit = kiln_max_i32(params->diff_min - 1, reach);
+        for (int32_t c = 0; c < depth; ++c) {
+            const int32_t d = max - x[c];
+            int32_t value = INT8_MIN;
+            if (-d > diff_limit) {
+                /* Q5.26 difference minus log_sum, down to the output's steps of
+                 * 1/16 (a shift by 26 - 4), offset 127. */
+                value = kiln_clamp(kiln_rounding_divide_by_pot(params->diff_table[d] - log_sum,
+                                                               31 - 5 - 4) + 127,
+                                   INT8_MIN, INT8_MAX);
+            }
+            y[c] = (int8_t)value;
+        }
     }
     return KILN_OK;
 }

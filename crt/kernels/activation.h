@@ -108,6 +108,24 @@ kiln_status_t kiln_leaky_relu_s16(const kiln_leaky_relu_s16_params_t *params,
                                   const kiln_dims_t *input_dims, const int16_t *input,
                                   const kiln_dims_t *output_dims, int16_t *output);
 
+/* LOG_SOFTMAX along the innermost dim, int8 in, int8 out with scale 16/256 and
+ * zero point 127 (TFLM's LogSoftmaxQuantized, beta 1): per row, the Q12.19 sum
+ * of exp(x - max) as in SOFTMAX, its log in Q5.26 (gemmlowp's rational
+ * approximation), and y = (diff in Q5.26 - log sum) / 2^22 + 127, -128 for the
+ * differences whose result would leave int32 (below TFLM's adjusted
+ * diff_min). Rows up to 4095 long. In place allowed (a row is read in full
+ * before it is written). */
+typedef struct {
+    const int32_t *exp_table;  /* 256 entries, as kiln_softmax_params_t (beta 1) */
+    const int32_t *diff_table; /* 256 entries: -d rescaled to Q5.26 (input multiplier) */
+    int32_t diff_min;          /* -input radius: differences below give exp 0 */
+    kiln_requant_t reverse;    /* Q5.26 back to the input scale; shift in [-31, 0] */
+} kiln_log_softmax_params_t;
+
+kiln_status_t kiln_log_softmax_s8(const kiln_log_softmax_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

@@ -356,6 +356,73 @@ def _lower_sigmoid_s16(ctx: LowerCtx) -> LayerCode:
                      summary=f"input * {multiplier} >> {shift} onto the sigmoid table")
 
 
+# --- LOG_SOFTMAX (int8) -----------------------------------------------------------------
+
+LOG_SOFTMAX_OUTPUT = (16.0 / 256, 127)      # TFLM's fixed output quantization (scale, zp)
+
+
+def log_softmax_params(input_scale: float) -> dict:
+    """TFLM's int8 LOG_SOFTMAX Prepare (PreprocessLogSoftmaxScalingExp, beta 1, 5 integer
+    bits): the exp table and the rescaled differences for d = max - x in [0, 255], diff_min,
+    and the reverse multiplier ((1 << (31 - left shift)) / multiplier, in double)."""
+    multiplier, left_shift, diff_min = softmax_params(1.0, input_scale)
+    diff = -np.arange(256, dtype=np.int64)
+    inside = diff >= diff_min
+    rescaled = sat_rounding_doubling_high_mul(np.where(inside, diff, 0) << left_shift, multiplier)
+    reverse = quantize_multiplier((1 << (31 - left_shift)) / float(multiplier))
+    return {"exp_table": softmax_exp_table(1.0, input_scale),
+            "diff_table": np.where(inside, rescaled, 0).astype(np.int32),
+            "diff_min": diff_min, "reverse": reverse}
+
+
+def _check_log_softmax(ctx: LowerCtx) -> str | None:
+    x, y = ctx.input(0), ctx.output(0)
+    if x is None or x.dtype != "int8" or y.dtype != "int8":
+        return (f"only int8 -> int8 is supported (got {x.dtype if x else None} -> {y.dtype}); "
+                "a float model needs `kiln quantize` first")
+    if x.quant is None or x.quant.per_channel or y.quant is None or y.quant.per_channel:
+        return "needs per-tensor quantization"
+    so, zo = qparams(y)
+    if np.float32(so) != np.float32(LOG_SOFTMAX_OUTPUT[0]) or zo != LOG_SOFTMAX_OUTPUT[1]:
+        return f"int8 output must have scale 16/256 and zero point 127 (got {fmt_quant(y)})"
+    if not x.shape:
+        return "a scalar (rank 0) input has no axis to normalise over"
+    if tuple(x.shape) != tuple(y.shape):
+        return f"input shape {list(x.shape)} and output shape {list(y.shape)} differ"
+    if x.shape[-1] > 4095:
+        return f"log softmax over {x.shape[-1]} values; kiln supports up to 4095"
+    if not qparams(x)[0] * (1 << 26) > 1.0:
+        return f"input scale {qparams(x)[0]:.3g} is too small (TFLM rejects it)"
+    return None
+
+
+@lowering("LOG_SOFTMAX", check=_check_log_softmax)
+def lower_log_softmax(ctx: LowerCtx) -> LayerCode:
+    x, y = ctx.input(0), ctx.output(0)
+    p = log_softmax_params(qparams(x)[0])
+    if p["exp_table"][0] != (1 << 31) - 1:
+        raise ModelError(f"{ctx.op.describe()}: exp(0) is not 1.0 in the softmax table")
+    exp_name = ctx.const("exp_table", p["exp_table"], "int32_t",
+                         "LOG_SOFTMAX exp(-d * scale) in Q0.31 for d = max - x")
+    diff_name = ctx.const("diff_table", p["diff_table"], "int32_t",
+                          "LOG_SOFTMAX -d * scale in Q5.26 for d = max - x")
+    depth = x.shape[-1]
+    rows = x.size // depth
+    dims = f"{{1, 1, {rows}, {depth}}}"
+    body = ["static const kiln_log_softmax_params_t params = {",
+            f"    .exp_table = {exp_name},",
+            f"    .diff_table = {diff_name},",
+            f"    .diff_min = {p['diff_min']},",
+            f"    .reverse = {{{p['reverse'][0]}, {p['reverse'][1]}}},",
+            "};",
+            f"static const kiln_dims_t input_dims = {dims};",
+            f"static const kiln_dims_t output_dims = {dims};",
+            f"return kiln_log_softmax_s8(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+            f"{ctx.ptr(y)});"]
+    return LayerCode(kernel="kiln_log_softmax_s8", body="\n".join(body),
+                     summary=f"{rows} row(s) of {depth}")
+
+
 # --- lowering helpers ----------------------------------------------------------------
 
 def flat_dims(shape: tuple[int, ...]) -> str:
