@@ -176,3 +176,150 @@ def test_mnist_lstm_standalone_firmware_on_qemu(tmp_path, models_dir, board):
     result = create_project(path, board=board, out_dir=tmp_path / "p", inputs=[x]).run()
     want = np.concatenate(tflm_runs(path.read_bytes(), list(x), reset_before=set()))
     assert_equal_exact(result.outputs[0], want, board)
+
+
+_C_CHECKS = r"""
+#include <stdio.h>
+#include <string.h>
+#include "kiln_kernels.h"
+
+static const uint16_t table[256] = {@TABLE@};
+
+static uint32_t rng_state = 12345u;
+static int32_t rnd(int32_t lo, int32_t hi)   /* uniform in [lo, hi] */
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return lo + (int32_t)((rng_state >> 8) % (uint32_t)(hi - lo + 1));
+}
+
+int main(void)
+{
+    /* The LSTM's scalar sigmoid and tanh = the int16 LOGISTIC and TANH kernels (checked
+     * against tflite-micro elsewhere) on every int16 input, for each input scaling. */
+    static int16_t in[65536], want[65536];
+    for (int32_t i = 0; i < 65536; ++i) in[i] = (int16_t)(i - 32768);
+    const kiln_dims_t dims = {1, 1, 1, 65536};
+    int mismatches = 0;
+    kiln_sigmoid_s16_params_t sp = {table, 3, 0};
+    if (kiln_logistic_s16(&sp, &dims, in, &dims, want) != KILN_OK) return 1;
+    for (int32_t i = 0; i < 65536; ++i) mismatches += kiln_lstm_sigmoid_s16(table, in[i]) != want[i];
+    for (int32_t k = -28; k <= 13; ++k) {
+        const int32_t m = k >= 0 ? 3 << k : 3, s = k >= 0 ? 0 : -k;
+        kiln_sigmoid_s16_params_t tp = {table, m, s};
+        if (kiln_tanh_s16(&tp, &dims, in, &dims, want) != KILN_OK) return 2;
+        for (int32_t i = 0; i < 65536; ++i) mismatches += kiln_lstm_tanh_s16(table, in[i], m, s) != want[i];
+    }
+    /* The largest input scaling the lowering allows (3 << 14) and the longest shift. */
+    for (int32_t i = 0; i < 65536; ++i) {
+        (void)kiln_lstm_tanh_s16(table, in[i], 3 << 14, 0);
+        (void)kiln_lstm_tanh_s16(table, in[i], 3, 31);
+    }
+    printf("activation mismatches %d\n", mismatches);
+
+    /* Whole steps with extreme values: full-range weights, biases at the accumulator
+     * bound, saturating multipliers, both layouts, clipping on and off. */
+    enum { B = 2, T = 3, I = 9, S = 7 };
+    static int8_t w[8][S * I > S * S ? S * I : S * S];
+    static int32_t bias[8][S];
+    int8_t x[B * T * I], hidden[B * S], out[B * T * S], scratch[S];
+    int16_t cell[B * S];
+    for (int g = 0; g < 8; ++g) {
+        for (int i = 0; i < S * I; ++i) w[g][i] = (int8_t)rnd(-127, 127);
+        for (int i = 0; i < S; ++i) bias[g][i] = rnd(-1000000, 1000000);
+    }
+    for (int trial = 0; trial < 200; ++trial) {
+        kiln_lstm_gate_s8_t gates[4];
+        for (int g = 0; g < 4; ++g) {
+            const kiln_lstm_gate_s8_t gate = {w[g], w[g + 4], bias[g], bias[g + 4],
+                                              {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 8)},
+                                              {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 8)}};
+            gates[g] = gate;
+        }
+        const int32_t power = rnd(-40, 2);
+        const kiln_lstm_params_t p = {
+            table, gates[0], gates[1], gates[2], gates[3],
+            {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)}, {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)},
+            {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)}, rnd(-128, 127), rnd(-1, 32767),
+            power + 12 >= 0 ? 3 << (power + 12) : 3, power + 12 >= 0 ? 0 : -(power + 12),
+            B, T, I, S, trial & 1};
+        for (int i = 0; i < B * T * I; ++i) x[i] = (int8_t)rnd(-128, 127);
+        for (int i = 0; i < B * S; ++i) {
+            hidden[i] = (int8_t)rnd(-128, 127);
+            cell[i] = (int16_t)rnd(-32768, 32767);
+        }
+        const kiln_context_t ctx = {scratch, S};
+        if (kiln_lstm_s8(&ctx, &p, x, hidden, cell, out) != KILN_OK) return 3;
+    }
+    const kiln_context_t small = {scratch, S - 1};
+    kiln_lstm_params_t bad = {0};
+    bad.state_size = S;
+    if (kiln_lstm_s8(&small, &bad, x, hidden, cell, out) != KILN_ERR_ARG) return 4;
+    printf("steps ok\n");
+    return 0;
+}
+"""
+
+
+def test_lstm_kernel_under_sanitizers(tmp_path):
+    """ASan + UBSan: the scalar activations equal the int16 LOGISTIC/TANH kernels on every
+    input, and whole steps with extreme values run clean."""
+    from conftest import run_sanitized_c
+    from kiln.compiler.codegen.ops.activation import sigmoid_table_u16
+
+    table = ", ".join(str(int(v)) for v in sigmoid_table_u16())
+    out = run_sanitized_c(tmp_path, _C_CHECKS.replace("@TABLE@", table),
+                          ["lstm.c", "activation.c"])
+    assert "activation mismatches 0" in out and "steps ok" in out, out
+
+
+@pytest.mark.cross
+@pytest.mark.parametrize("target", ["m0plus", "m3", "m4f"])
+def test_lstm_kernel_cross_compiles(target):
+    from test_ops_pool import ARM_TARGETS, cross_compile
+
+    cross_compile(["lstm.c"], ARM_TARGETS[target])
+
+
+_MODEL_MAIN = r"""
+#include <stdio.h>
+#include <stdint.h>
+#include "model.h"
+static uint8_t arena[KILN_ARENA_BYTES] __attribute__((aligned(16)));
+static uint8_t in[KILN_INPUT_0_BYTES], out[KILN_OUTPUT_0_BYTES];
+int main(void)
+{
+    const void *inputs[] = {in};
+    void *outputs[] = {out};
+    for (int call = 0; call < 4; ++call) {
+        if (call == 3) kiln_reset();
+        if (fread(in, 1, sizeof in, stdin) != sizeof in) return 3;
+        const int status = kiln_run(inputs, outputs, arena);
+        if (status != 0) return status;
+        fwrite(out, 1, sizeof out, stdout);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.slow
+def test_mnist_lstm_model_under_sanitizers(tmp_path, models_dir):
+    """The generated C of TFLM's mnist LSTM, built with ASan + UBSan and -Werror: three
+    calls in a row, a reset, a fourth call; outputs equal TFLM's."""
+    import subprocess
+
+    from kiln.compiler.host_build import build_executable
+
+    path = models_dir / "external" / "tfm_mnist_lstm_int8.tflite"
+    art = kiln_compile(load(path), board="host")
+    files = {k: v for k, v in art.files.items() if k.endswith((".c", ".h"))}
+    exe = build_executable(files, _MODEL_MAIN, tmp_path, sanitize=True)
+    rng = np.random.default_rng(11)
+    xs = [rand_int8((1, 28, 28), rng) for _ in range(4)]
+    proc = subprocess.run([str(exe)], input=b"".join(x.tobytes() for x in xs),
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    want = tflm_runs(path.read_bytes(), xs, reset_before={3})
+    got = np.frombuffer(proc.stdout, np.int8).reshape(4, 1, 10)
+    for i in range(4):
+        assert_equal_exact(got[i], want[i], f"call {i}")

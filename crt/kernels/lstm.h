@@ -9,8 +9,9 @@
  *   gate_g[u] = act_g(sat16(FC_in_g(x)[u] + FC_rec_g(h)[u]))     g = f, i, c, o
  *
  * each FC an int32 dot product requantized to int16 Q3.12 and clamped; act
- * is sigmoid for f, i, o and tanh for c, int16 Q3.12 -> Q0.15 through the
- * 256-entry sigmoid table TFLite shares with CMSIS-NN (lstm.c). Then
+ * is sigmoid for f, i, o and tanh for c, int16 Q3.12 -> Q0.15 by TFLM's
+ * interpolation in the 256-entry table of sigmoid(i / 24) in Q0.16 (the one
+ * int16 LOGISTIC and TANH use; the compiler passes it). Then
  *
  *   cell[u] = clip(sat16(rq(f * cell) + rq(i * c)))             int16, in place
  *   h'[u]   = clamp8(rq(tanh(cell) * o) + hidden_zero_point)
@@ -45,6 +46,7 @@ typedef struct {
 } kiln_lstm_gate_s8_t;
 
 typedef struct {
+    const uint16_t *sigmoid_table;     /* 256 entries: sigmoid(i / 24) in Q0.16 */
     kiln_lstm_gate_s8_t forget;
     kiln_lstm_gate_s8_t input;
     kiln_lstm_gate_s8_t cell;
@@ -78,8 +80,8 @@ kiln_status_t kiln_lstm_s8(const kiln_context_t *ctx, const kiln_lstm_params_t *
 
 /* TFLM's int16 sigmoid and tanh on one value (exposed for tests): Q3.12 in,
  * Q0.15 out; tanh's input scaling as in kiln_lstm_params_t. */
-int16_t kiln_lstm_sigmoid_s16(int16_t x);
-int16_t kiln_lstm_tanh_s16(int16_t x, int32_t multiplier, int32_t shift);
+int16_t kiln_lstm_sigmoid_s16(const uint16_t *table, int16_t x);
+int16_t kiln_lstm_tanh_s16(const uint16_t *table, int16_t x, int32_t multiplier, int32_t shift);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,8 @@ is derived here as its Prepare (lstm_eval_common.cc) derives it:
 - tanh(cell) scales its input by the cell scale's power of two p = round(log2 s_cell)
   (TFLite's CheckedLog2, in float32): a left shift 12 + p of the input ×3, or a
   rounding right shift when negative;
+- sigmoid and tanh interpolate in the sigmoid table of int16 LOGISTIC and TANH
+  (ops/activation.py), passed to the kernel as a constant;
 - the cell clip, cell_clip / s_cell in double, truncated to int16 (clipping applies
   whenever cell_clip > 0, even if it quantizes to 0).
 
@@ -26,9 +28,10 @@ import math
 
 import numpy as np
 
-from ...numerics import quantize_multiplier, round_half_away
+from ...numerics import quantize_multiplier
 from ..bounds import Extreme, extremes
 from ..lowering import LayerCode, LowerCtx, c_float, lowering, qparams
+from .activation import checked_log2, sigmoid_table_u16
 
 # Input positions (tensorflow/lite/kernels/lstm_shared.h).
 INPUT = 0
@@ -46,11 +49,9 @@ _Q0_15 = 2.0 ** -15           # gate outputs
 
 
 def cell_scale_power(cell_scale: float) -> int:
-    """TFLite's CheckedLog2 exponent: log2 in float32 (log(x) × 1/log(2)), rounded half
-    away from zero. TFLM's LSTM uses it whether or not the scale is a power of two."""
-    f32 = np.float32
-    log2 = f32(np.log(f32(cell_scale))) * (f32(1.0) / f32(np.log(f32(2.0))))
-    return int(round_half_away(float(f32(log2))))
+    """CheckedLog2's exponent of the cell scale: TFLM's LSTM uses it whether or not the
+    scale is a power of two."""
+    return checked_log2(cell_scale)[0]
 
 
 def tanh_scaling(power: int) -> tuple[int, int]:
@@ -229,7 +230,9 @@ def lower_lstm(ctx: LowerCtx) -> LayerCode:
     power = cell_scale_power(s_c)
     tanh_mult, tanh_shift = tanh_scaling(power)
     clip = quantized_cell_clip(float(o.get("cell_clip", 0.0)), s_c)
-    lines = ["static const kiln_lstm_params_t params = {\n"]
+    table = ctx.const("sigmoid_table", sigmoid_table_u16(), "uint16_t",
+                      "sigmoid(i / 24) in Q0.16, i = 0..255")
+    lines = ["static const kiln_lstm_params_t params = {\n", f"    .sigmoid_table = {table},\n"]
     lines += [_gate_c(ctx, g, mults) for g in GATES]
     for name in ("forget_times_cell", "input_times_cell", "tanh_times_output"):
         m, s = mults[name]
