@@ -18,6 +18,7 @@ from ..ir import Graph
 from .calibrate import METHODS, Calibration, collect
 from .data import calibration_arrays, load_calibration
 from .float_eval import FloatModel
+from . import int16
 from .rewrite import RewriteOptions, Rewriter, is_float_graph, mean_depths, prepare
 
 
@@ -31,6 +32,8 @@ class QuantizeOptions:
     fc_per_channel: bool = True     # FULLY_CONNECTED weights per output channel
     bias_correction: bool = False   # subtract the mean error of rounded weights from biases
     io: str = "int8"                # int8: int8 model I/O; float: QUANTIZE/DEQUANTIZE at the edges
+    activations: str = "int8"       # int16: 16x8 (int16 activations, int8 weights; int16.py),
+                                    # model I/O int16 unless io="float"
     batch_size: int = 64            # samples per float inference call (memory bound)
     max_samples: int | None = None  # use at most this many calibration samples
 
@@ -42,6 +45,9 @@ class QuantizeOptions:
                 raise InputError(f"{name} {m!r} is not a calibration method ({', '.join(METHODS)})")
         if not 50.0 < self.percentile <= 100.0:
             raise InputError(f"percentile (--percentile) {self.percentile} must be in (50, 100]")
+        if self.activations not in ("int8", "int16"):
+            raise InputError(f"activations (--activations) {self.activations!r} must be "
+                             "'int8' or 'int16'")
         if self.io not in ("int8", "float"):
             raise InputError(f"io {self.io!r} must be 'int8' or 'float'")
         if self.batch_size < 1 or (self.max_samples is not None and self.max_samples < 1):
@@ -78,6 +84,8 @@ def quantize_with_report(graph: Graph, calibration, **options) -> tuple[Graph, Q
     if not is_float_graph(graph):
         return graph, None
     g = prepare(graph)
+    if opts.activations == "int16":
+        int16.check_ops(g)
     data = calibration_arrays(g, calibration)
     if opts.max_samples is not None:
         data = [x[:opts.max_samples] for x in data]
@@ -88,10 +96,12 @@ def quantize_with_report(graph: Graph, calibration, **options) -> tuple[Graph, Q
                   batch=opts.batch_size)
     rw = RewriteOptions(method=opts.method, percentile=opts.percentile,
                         per_tensor=dict(opts.per_tensor), fc_per_channel=opts.fc_per_channel,
-                        bias_correction=opts.bias_correction, io=opts.io)
+                        bias_correction=opts.bias_correction, io=opts.io,
+                        activations=opts.activations)
     q = Rewriter(g, cal, rw).run()
     q.name = graph.name
-    label = opts.method + (", bias correction" if opts.bias_correction else "") + \
+    label = opts.method + (", int16 activations" if opts.activations == "int16" else "") + \
+        (", bias correction" if opts.bias_correction else "") + \
         (f", {len(opts.per_tensor)} per-tensor override(s)" if opts.per_tensor else "")
     return q, QuantizeReport(samples=cal.samples, calibration_seconds=cal.seconds, method=label)
 

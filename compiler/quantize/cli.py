@@ -34,6 +34,9 @@ def add_quantize_options(p: argparse.ArgumentParser) -> None:
                    help="subtract the mean error of the rounded weights from the biases")
     g.add_argument("--fc-per-tensor", action="store_true",
                    help="one weight scale per FULLY_CONNECTED layer (default: per channel)")
+    g.add_argument("--activations", choices=("int8", "int16"), default="int8",
+                   help="int16: 16x8 quantization (int16 activations, int8 weights, int64 "
+                        "biases), as TF's converter's int16x8 mode; model I/O int16")
     g.add_argument("--io", choices=("int8", "float"), default="int8",
                    help="model input/output type (float: QUANTIZE/DEQUANTIZE at the edges)")
     g.add_argument("--max-samples", type=positive_int, metavar="N",
@@ -75,6 +78,7 @@ def _options(args) -> dict:
         "bias_correction": getattr(args, "bias_correction", False),
         "fc_per_channel": not getattr(args, "fc_per_tensor", False),
         "io": getattr(args, "io", "int8"),
+        "activations": getattr(args, "activations", "int8"),
         "max_samples": getattr(args, "max_samples", None),
     }
 
@@ -171,7 +175,8 @@ def cmd_quantize(args) -> int:
     check_output(args.model, args.output, getattr(args, "force", False),
                  _paths(args.calibration))
     q, report = quantize_with_report(graph, data, **options)
-    _write_model(q, Path(args.output), f"kiln int8 quantization of {graph.name} "
+    kind = "16x8" if options["activations"] == "int16" else "int8"
+    _write_model(q, Path(args.output), f"kiln {kind} quantization of {graph.name} "
                                        f"(sha256 {graph.sha256[:16]}, {report.method}, "
                                        f"{report.samples} samples)")
     print(_describe(q, report))

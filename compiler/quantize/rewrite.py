@@ -34,6 +34,7 @@ from ..passes import fold_constants
 from .calibrate import Calibration, asymmetric_params, choose_range
 from .float_eval import OPS, const_value
 from .lstm import LSTM, quantize_lstm
+from . import int16
 
 INT32_MAX = (1 << 31) - 1
 
@@ -88,6 +89,7 @@ class RewriteOptions:
     fc_per_channel: bool = True
     bias_correction: bool = False
     io: str = "int8"
+    activations: str = "int8"       # int16: the 16x8 scheme (int16.py)
 
 
 # --- preparing the float graph ---------------------------------------------------------
@@ -208,6 +210,9 @@ class Rewriter:
         self.g = copy.deepcopy(graph)
         self.cal = calibration
         self.opt = options
+        self.bits16 = options.activations == "int16"
+        self.act_dtype = "int16" if self.bits16 else "int8"
+        self.fixed_output = int16.FIXED_OUTPUT if self.bits16 else FIXED_OUTPUT
         if options.io not in ("int8", "float"):
             raise InputError(f"io must be 'int8' or 'float', got {options.io!r}")
         self.groups = _Groups()
@@ -231,8 +236,8 @@ class Rewriter:
     def _plan_groups(self) -> None:
         g, groups = self.g, self.groups
         for op in g.ops:
-            if op.type in FIXED_OUTPUT:
-                groups.fixed[groups.find(op.outputs[0])] = FIXED_OUTPUT[op.type]
+            if op.type in self.fixed_output:
+                groups.fixed[groups.find(op.outputs[0])] = self.fixed_output[op.type]
         for k, op in enumerate(g.ops):
             if op.type not in SHARED_SCALE:
                 continue
@@ -270,7 +275,8 @@ class Rewriter:
             if root in self.groups.fixed:
                 params[tid] = self.groups.fixed[root]
             else:
-                params[tid] = asymmetric_params(*ranges.get(root, (0.0, 1.0)))
+                params[tid] = (int16.symmetric_params if self.bits16 else asymmetric_params)(
+                    *ranges.get(root, (0.0, 1.0)))
         return params
 
     # weight layers ----------------------------------------------------------------------------
@@ -294,12 +300,14 @@ class Rewriter:
         if self.opt.bias_correction:
             bias = bias - self._bias_error(op, w, _dequantize(q, scales, axis), x.id)
             has_bias = True
+        has_bias = has_bias or self.bits16          # int16.py: 16x8 layers always get one
+        bias_max = int16.BIAS_LIMIT if self.bits16 else INT32_MAX * 0.999
 
         if has_bias:
             # Raise a weight scale where its bias would overflow int32 (TFLite does the same).
             ch_scales = np.broadcast_to(scales, (n_out,)) if axis is not None else None
             bias_scale = (in_scale * (ch_scales if ch_scales is not None else scales[0])).astype(np.float64)
-            limit = np.abs(bias) / (INT32_MAX * 0.999)
+            limit = np.abs(bias) / bias_max
             if np.any(limit > bias_scale):
                 if axis is None:
                     scales = np.array([max(scales[0], float(limit.max() / in_scale))], np.float32)
@@ -308,10 +316,10 @@ class Rewriter:
                 q = _quantize_with(w, scales, axis)
             b_scale = (in_scale * scales).astype(np.float32)
             qb = round_half_away(bias / np.broadcast_to(b_scale.astype(np.float64), bias.shape))
-            qb = np.clip(qb, -INT32_MAX, INT32_MAX).astype(np.int32)
+            qb = np.clip(qb, -bias_max, bias_max).astype(np.int64 if self.bits16 else np.int32)
             b_name = g.tensor(op.inputs[2]).name if len(op.inputs) > 2 and op.inputs[2] >= 0 \
                 else f"{w_t.name}/bias"
-            b_id = self._new_tensor(b_name, (n_out,), "int32",
+            b_id = self._new_tensor(b_name, (n_out,), "int64" if self.bits16 else "int32",
                                     Quant(b_scale, np.zeros(b_scale.size, np.int64), 0), qb)
             while len(op.inputs) < 3:
                 op.inputs.append(-1)
@@ -341,6 +349,12 @@ class Rewriter:
         """A float constant read as data → int8 (with `qp`, or its own min/max range)."""
         t = self.g.tensor(tid)
         v = const_value(t)
+        if self.bits16:
+            scale, _ = qp if qp is not None else int16.symmetric_params(float(v.min()),
+                                                                        float(v.max()))
+            return self._new_tensor(t.name, t.shape, "int16",
+                                    Quant(np.array([scale], np.float32), np.array([0], np.int64)),
+                                    int16.quantize_data(v, scale))
         scale, zp = qp if qp is not None else asymmetric_params(float(v.min()), float(v.max()))
         q = np.clip(round_half_away(v / np.float32(scale)) + zp, -128, 127).astype(np.int8)
         return self._new_tensor(t.name, t.shape, "int8",
@@ -358,6 +372,8 @@ class Rewriter:
 
     def run(self) -> Graph:
         g = self.g
+        if self.bits16:
+            int16.check_ops(g)
         self._check_per_tensor()
         self._plan_groups()
         params = self._activation_params()
@@ -391,7 +407,12 @@ class Rewriter:
                 elif t.is_const and t.dtype == "float32" and op.type not in WEIGHT_AXIS:
                     raise ModelError(f"{op.describe()}: float constant input {i} ({t.name}) "
                                      "has no int8 form here")
-            op.version = INT8_VERSIONS.get(op.type, op.version)
+            if self.bits16:
+                op.version = int16.VERSIONS[op.type]
+                if op.type in ("ADD", "SUB"):
+                    op.options["pot_scale_int16"] = False
+            else:
+                op.version = INT8_VERSIONS.get(op.type, op.version)
             if op.type == "FULLY_CONNECTED" and op.options.get("keep_num_dims"):
                 op.version = 5
             ops.append(op)
@@ -399,7 +420,7 @@ class Rewriter:
 
         for tid, (scale, zp) in params.items():
             t = g.tensor(tid)
-            t.dtype = "int8"
+            t.dtype = self.act_dtype
             t.quant = Quant(np.array([scale], np.float32), np.array([zp], np.int64))
         if self.opt.io == "float":
             self._float_io()
@@ -415,14 +436,14 @@ class Rewriter:
         for k, tid in enumerate(g.inputs):
             t = g.tensor(tid)
             new = self._new_tensor(t.name, t.shape, "float32")
-            t.name = f"{t.name}/int8"
-            first.append(Op("QUANTIZE", [new], [tid], {}, version=1))
+            t.name = f"{t.name}/{self.act_dtype}"
+            first.append(Op("QUANTIZE", [new], [tid], {}, version=2 if self.bits16 else 1))
             g.inputs[k] = new
         for k, tid in enumerate(g.outputs):
             t = g.tensor(tid)
             new = self._new_tensor(t.name, t.shape, "float32")
-            t.name = f"{t.name}/int8"
-            last.append(Op("DEQUANTIZE", [tid], [new], {}, version=2))
+            t.name = f"{t.name}/{self.act_dtype}"
+            last.append(Op("DEQUANTIZE", [tid], [new], {}, version=3 if self.bits16 else 2))
             g.outputs[k] = new
         g.ops = first + g.ops + last
 
