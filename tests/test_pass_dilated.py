@@ -227,36 +227,48 @@ FOLDABLE = [
 ]
 
 
+# 16x8: symmetric int16 activations, int64 bias (tflite-micro has no int16
+# SPACE_TO_BATCH_ND: the pattern itself runs in TFLite's reference kernels only).
+FOLDABLE16 = [replace(p, dtype="int16") for p in (
+    Pattern("conv", 2, (2, 2), "SAME"),
+    Pattern("dw", 2, (4, 4), "VALID", size=(13, 12)),
+    Pattern("conv", 1, (1, 4), "SAME", size=(1, 30), kernel=(1, 3), cin=3, cout=5),
+    Pattern("dw", 1, (1, 2), "VALID", size=(1, 11), kernel=(1, 5), unknown_batch=True),
+)]
+
+
 def _layer_types(art) -> list[str]:
     return [op["type"] for op in art.report["ops"]]
 
 
-def test_fold_gives_one_dilated_conv_bit_exact():
+@pytest.mark.parametrize("patterns", [FOLDABLE, FOLDABLE16], ids=["int8", "int16"])
+def test_fold_gives_one_dilated_conv_bit_exact(patterns):
     """Every pattern folds to one dilated convolution; outputs equal TFLite's reference on
-    the pattern, tflite-micro on the pattern (VALID) and tflite-micro on the one-op
-    dilated convolution (all)."""
-    model = pattern_model(FOLDABLE)
+    the pattern, tflite-micro on the one-op dilated convolution, and (int8 VALID)
+    tflite-micro on the pattern."""
+    model = pattern_model(patterns)
     art = kiln_compile(load(model), board="host")
     types = _layer_types(art)
     assert "SPACE_TO_BATCH_ND" not in types and "BATCH_TO_SPACE_ND" not in types
-    assert sum(t in ("CONV_2D", "DEPTHWISE_CONV_2D") for t in types) == len(FOLDABLE)
+    assert sum(t in ("CONV_2D", "DEPTHWISE_CONV_2D") for t in types) == len(patterns)
     c = art.files["model.c"]
-    for p in FOLDABLE:
+    for p in patterns:
         dh, dw = p.dilation
         assert f"dilation {dh}x{dw}, {p.padding} padding" in c, p.label
-    xs = inputs_for(FOLDABLE)
+    xs = inputs_for(patterns)
     got = art.run(*xs)
-    check_equal(got, run_tflite_ref(model, xs), FOLDABLE, "TFLite reference (pattern)")
-    check_equal(got, run_reference(pattern_model(FOLDABLE, direct=True),
+    check_equal(got, run_tflite_ref(model, xs), patterns, "TFLite reference (pattern)")
+    check_equal(got, run_reference(pattern_model(patterns, direct=True),
                                    [x.reshape(1, 1, -1, x.shape[-1]) if p.dims == 1 else x
-                                    for x, p in zip(xs, FOLDABLE)]),
-                FOLDABLE, "tflite-micro (one dilated conv)")
+                                    for x, p in zip(xs, patterns)]),
+                patterns, "tflite-micro (one dilated conv)")
     # tflite-micro does not resize tensors: on a pattern written with batch 1 inside it
     # computes one sub-image only, so it runs those with their real batch written.
-    valid = [i for i, p in enumerate(FOLDABLE) if p.padding == "VALID"]
-    want = run_reference(pattern_model([replace(FOLDABLE[i], unknown_batch=False) for i in valid]),
-                         [xs[i] for i in valid])
-    check_equal([got[i] for i in valid], want, [FOLDABLE[i] for i in valid], "tflite-micro")
+    valid = [i for i, p in enumerate(patterns) if p.padding == "VALID" and p.dtype == "int8"]
+    if valid:
+        want = run_reference(pattern_model([replace(patterns[i], unknown_batch=False)
+                                            for i in valid]), [xs[i] for i in valid])
+        check_equal([got[i] for i in valid], want, [patterns[i] for i in valid], "tflite-micro")
 
 
 def test_fold_keeps_no_batch_expanded_buffer():
@@ -272,10 +284,11 @@ def test_fold_keeps_no_batch_expanded_buffer():
         assert all(t["shape"][0] == 1 for t in planned.values()), planned
 
 
-def test_unfolded_patterns_run_with_batch_above_one(monkeypatch):
+@pytest.mark.parametrize("patterns", [FOLDABLE, FOLDABLE16], ids=["int8", "int16"])
+def test_unfolded_patterns_run_with_batch_above_one(patterns, monkeypatch):
     """With the pass off, the same models run S2B / conv / B2S over batch-expanded tensors,
     bit-exact; and they need a larger arena."""
-    known = [p for p in FOLDABLE if not p.unknown_batch]
+    known = [p for p in patterns if not p.unknown_batch]
     model = pattern_model(known)
     folded = kiln_compile(load(model), board="host")
     art = compile_without_fold(model, monkeypatch)
@@ -348,8 +361,18 @@ def test_pass_leaves_shared_and_strided_patterns():
     assert [op.type for op in fold_dilated(g).ops][0] == "SPACE_TO_BATCH_ND"
 
 
-def test_int16_pattern_folds():
-    """16x8 (symmetric int16 activations, int64 bias): the pass is type-blind."""
-    g = optimize(_graph_of(Pattern("conv", 2, (2, 2), "SAME", dtype="int16")))
-    assert [op.type for op in g.ops] == ["CONV_2D"]
-    assert g.ops[0].options["dilation_h_factor"] == 2
+
+
+@pytest.mark.cross
+@pytest.mark.slow
+def test_generated_c_builds_for_cortex_m(tmp_path):
+    """The folded convolutions and an unfolded batch > 1 pattern, int8 and int16, in one
+    firmware: arm-none-eabi-gcc with -Wall -Wextra -Werror."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+    require_tool("arm-none-eabi-gcc")
+    require_tool("make")
+    for name, patterns in (("int8", FOLDABLE[:4] + UNFOLDABLE[:1]), ("int16", FOLDABLE16 + [replace(UNFOLDABLE[0], dtype="int16")])):
+        art = kiln_compile(load(pattern_model(patterns)), board="mps2-an386")
+        report = create_project(art, board="mps2-an386", out_dir=tmp_path / name).build()
+        assert report.flash.used > 0, name

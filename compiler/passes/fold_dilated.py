@@ -159,7 +159,8 @@ def _match(graph: Graph, s2b: Op) -> _Chain | None:
     after = [0] * spatial
     if nxt is not None and nxt.type in ("PAD", "PADV2"):
         after = _end_only_padding(graph, nxt, rank)
-        if after is None:
+        if after is None or not _same_quant(graph.tensor(nxt.inputs[0]),
+                                            graph.tensor(nxt.outputs[0])):
             return None
         pad = nxt
         nxt = _only_reader(graph, consumers, pad.outputs[0])
