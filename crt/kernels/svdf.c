@@ -1,13 +1,16 @@
 /*
  * svdf.c - int8 SVDF with int16 or int8 state (see svdf.h).
  *
- * Loop order: after the one state shift, each filter's new state value is
- * computed and immediately reduced with its time weights (its memory row is
- * then hot in cache), and a unit's rank filters are summed straight into its
- * accumulator: no scratch. The result is the same as TFLite's separate
- * feature, time and reduce passes because every sum is taken modulo 2^32
- * (unsigned arithmetic, defined in C), where the order of additions does not
- * matter.
+ * Loop order: one pass over the filters. For each, the newest memory value is
+ * computed, then the filter's memory row moves one place towards its start
+ * while it is reduced with the time weights (one load, one store and one
+ * multiply-accumulate per element), and a unit's rank filters are summed
+ * straight into its accumulator: no scratch, no separate shift. TFLite shifts
+ * the whole state buffer by one element instead; the element that crosses into
+ * the previous row lands in its last slot, which the newest value overwrites,
+ * so the two agree. The results equal TFLite's separate feature, time and
+ * reduce passes because every sum is taken modulo 2^32 (unsigned arithmetic,
+ * defined in C), where the order of additions does not matter.
  *
  * Where a SIMD variant would pay: the feature dot (I multiply-accumulates per
  * filter, int8 x int8, SMLAD after SXTB16 as conv's DSP kernels do) and the
@@ -15,8 +18,6 @@
  * whole cost; a DSP build could process two filters per pass.
  */
 #include "svdf.h"
-
-#include <string.h>
 
 #include "kiln_math.h"
 
@@ -91,8 +92,8 @@ static kiln_status_t check_params(const kiln_svdf_params_t *p, int32_t state_min
     return KILN_OK;
 }
 
-/* One time step over state (and time weights) of type T, narrowed by WRAP and
- * clamped to [LO, HI] before its zero point is added. */
+/* One time step over state (and time weights) of type T: the newest value is
+ * clamped to [LO, HI], its zero point added, and narrowed by WRAP. */
 #define KILN_SVDF_STEP(name, T, LO, HI, WRAP)                                              \
     kiln_status_t name(const kiln_svdf_params_t *params, const int8_t *input,            \
                        const int8_t *weights_feature, const T *weights_time,             \
@@ -107,10 +108,6 @@ static kiln_status_t check_params(const kiln_svdf_params_t *p, int32_t state_min
         const int32_t rank = params->rank, units = params->filters / rank;               \
         const int32_t in_zp = params->input_zero_point;                                  \
         const int32_t state_zp = params->state_zero_point;                               \
-        const int32_t n_state = params->batches * params->filters * n_mem;               \
-        /* 1. Every memory row drops its oldest value (each row's last element is     \
-         * rewritten below). */                                                          \
-        memmove(state, state + 1, (size_t)(n_state - 1) * sizeof(T));                   \
         for (int32_t b = 0; b < params->batches; ++b) {                                 \
             const int8_t *x = input + b * n_in;                                          \
             T *state_b = state + b * params->filters * n_mem;                            \
@@ -123,12 +120,18 @@ static kiln_status_t check_params(const kiln_svdf_params_t *p, int32_t state_min
                     /* 2. Filter f's newest memory value. */                             \
                     const int32_t dot = feature_dot(x, weights_feature + f * n_in, n_in, \
                                                     in_zp);                              \
-                    row[n_mem - 1] = WRAP(state_value(dot, params, LO, HI));             \
-                    /* 3. Its memory against the time weights: |w| <= 2^15 and        \
-                     * |state - zp| <= 2^16 - 1, so each product fits in int32. */      \
-                    for (int32_t m = 0; m < n_mem; ++m) {                                \
-                        acc += (uint32_t)((int32_t)wt[m] * ((int32_t)row[m] - state_zp)); \
+                    const T newest = WRAP(state_value(dot, params, LO, HI));             \
+                    /* 1 and 3. The row moves one place towards its start as it is     \
+                     * reduced with the time weights: |w| <= 2^15 and |state - zp| <=   \
+                     * 2^16 - 1, so each product fits in int32. */                       \
+                    for (int32_t m = 0; m < n_mem - 1; ++m) {                            \
+                        const T older = row[m + 1];                                      \
+                        row[m] = older;                                                  \
+                        acc += (uint32_t)((int32_t)wt[m] * ((int32_t)older - state_zp)); \
                     }                                                                    \
+                    row[n_mem - 1] = newest;                                             \
+                    acc += (uint32_t)((int32_t)wt[n_mem - 1] *                           \
+                                      ((int32_t)newest - state_zp));                     \
                 }                                                                        \
                 /* 4. The unit's rank filters (and bias) to the output. */               \
                 output[b * units + u] = output_value(acc, params);                      \
