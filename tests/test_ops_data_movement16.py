@@ -13,7 +13,7 @@ from kiln.compiler import compile as kiln_compile
 from kiln.compiler import load
 from kiln.compiler.errors import ModelError
 from reference import assert_equal_exact
-from test_ops_pool import OpCase, check_cases, compile_single
+from test_ops_pool import OpCase, check_cases, check_sanitized, compile_single
 from tflite_builder import TensorSpec, const, rand_int, single_op_model
 
 S16 = 1 / 4096
@@ -139,3 +139,8 @@ def test_reverse_several_axes_against_tflite_reference():
 def test_broadcast_and_reverse_rejections(op, inputs, outputs, reason):
     with pytest.raises(ModelError, match=reason):
         compile_single(op, inputs, outputs)
+
+
+@pytest.mark.slow
+def test_int16_and_new_views_clean_under_sanitizers(tmp_path):
+    check_sanitized(TFLM_CASES + REF_CASES + BROADCAST_REVERSE, tmp_path)
