@@ -164,6 +164,30 @@ SINGLE = {
         [("x", (1, 12))], [("y", (1, 12))], [("c", f32(12))]),
     "leaky_relu": lambda: _single("LeakyRelu", (1, 3, 4, 5), (1, 3, 4, 5), alpha=0.1),
     "hard_swish": lambda: _single("HardSwish", (1, 3, 4, 5), (1, 3, 4, 5), opset_version=14),
+    "concat_with_relu": lambda: model_bytes(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Concat", ["x", "r"], ["y"], axis=1)],
+        [("x", (1, 3, 4, 5))], [("y", (1, 6, 4, 5))]),
+    "concat_const_width": lambda: _single("Concat", (1, 3, 4, 5), (1, 3, 4, 7), [("c", f32(1, 3, 4, 2))],
+                                          ["c"], axis=3),
+    "concat_rank2": lambda: _single("Concat", (1, 12), (1, 15), [("c", f32(1, 3))], ["c"], axis=-1),
+    "transpose_to_nhwc": lambda: _single("Transpose", (1, 3, 4, 5), (1, 4, 5, 3), perm=[0, 2, 3, 1]),
+    "transpose_rank3": lambda: _single("Transpose", (1, 12, 5), (1, 5, 12), perm=[0, 2, 1]),
+    "squeeze_after_pool": lambda: model_bytes(
+        [helper.make_node("GlobalAveragePool", ["x"], ["g"]),
+         helper.make_node("Squeeze", ["g", "axes"], ["y"])],
+        [("x", (1, 4, 5, 6))], [("y", (1, 4))], [("axes", np.array([2, 3], np.int64))]),
+    "unsqueeze": lambda: _single("Unsqueeze", (1, 12), (1, 12, 1), [("axes", np.array([2], np.int64))],
+                                 ["axes"]),
+    "pad_spatial": lambda: _single("Pad", (1, 3, 4, 5), (1, 3, 7, 8),
+                                   [("pads", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64))], ["pads"]),
+    "pad_value": lambda: _single("Pad", (1, 3, 4, 5), (1, 3, 6, 5),
+                                 [("pads", np.array([0, 0, 1, 0, 0, 0, 1, 0], np.int64)),
+                                  ("v", np.array(0.5, np.float32))], ["pads", "v"]),
+    "global_maxpool": lambda: _single("GlobalMaxPool", (1, 4, 5, 6), (1, 4, 1, 1)),
+    "reduce_mean_hw": lambda: _single("ReduceMean", (1, 4, 5, 6), (1, 4), axes=[2, 3], keepdims=0),
+    "reduce_max_channels": lambda: _single("ReduceMax", (1, 4, 5, 6), (1, 1, 5, 6), axes=[1]),
+    "reduce_mean_height": lambda: _single("ReduceMean", (1, 4, 5, 6), (1, 4, 6), axes=[2], keepdims=0),
+    "log_softmax": lambda: _single("LogSoftmax", (1, 10), (1, 10)),
     "hard_sigmoid": lambda: _single("HardSigmoid", (1, 3, 4, 5), (1, 3, 4, 5), alpha=0.25, beta=0.4),
     # What onnxruntime's optimizer writes for HardSwish: read as one HARD_SWISH.
     "hard_swish_decomposed": lambda: model_bytes(
@@ -215,7 +239,7 @@ def test_single_op(name):
     data = SINGLE[name]()
     g = load(data)
     in_shape = g.tensor(g.inputs[0]).shape[1:]
-    check(data, in_shape)
+    check(data, in_shape, tflm=True)
 
 
 def cnn_model() -> bytes:

@@ -45,13 +45,14 @@ _MAX_FOLDED = 1 << 24   # elements of a folded constant (shape subgraphs are tin
 # Shape, when the shape is static).
 _CONVERTED = {
     "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu",
-    "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten",
-    "Reshape", "Softmax", "BatchNormalization", "Identity",
+    "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool",
+    "GlobalMaxPool", "ReduceMean", "ReduceMax", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
+    "Transpose", "Concat", "Pad", "Softmax", "LogSoftmax", "BatchNormalization", "Identity",
 }
-_FOLDED = {"Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast",
-           "ConstantOfShape", "Slice", "Transpose"}
+_FOLDED = {"Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Slice"}
 # Converted ops that are folded too when every input is constant.
-_FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity"}
+_FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity", "Squeeze",
+                       "Unsqueeze", "Concat", "Transpose"}
 SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
 # Constant's attribute forms kiln reads, with their numpy dtype (None: a TensorProto).
 _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
@@ -947,6 +948,12 @@ class _Converter:
         self._pool(node, a, "AVERAGE_POOL_2D")
 
     def _op_GlobalAveragePool(self, node, a: dict) -> None:
+        self._global_pool(node, "MEAN")
+
+    def _op_GlobalMaxPool(self, node, a: dict) -> None:
+        self._global_pool(node, "REDUCE_MAX")
+
+    def _global_pool(self, node, op_type: str) -> None:
         rank = len(self._shape(node.input[0]))
         if rank not in (3, 4):
             raise ModelError(f"{self._where()}: kiln reads 1-D and 2-D GlobalAveragePool")
@@ -954,7 +961,116 @@ class _Converter:
         if rank == 3:
             self.nwc.add(node.output[0])
         axes = self._const((node.name or node.output[0]) + "_axes", np.array([1, 2], np.int32))
-        self._op("MEAN", [x, axes], [self._out(node.output[0])], {"keep_dims": True})
+        self._op(op_type, [x, axes], [self._out(node.output[0])], {"keep_dims": True})
+
+    def _ir_axes(self, value: str) -> tuple[int, ...]:
+        """For each IR axis of `value`'s tensor, the ONNX axis it holds (NHWC-held rank-4
+        values permute them; others keep ONNX's order)."""
+        rank = len(self._shape(value))
+        return NCHW_TO_NHWC if value in self.nhwc else tuple(range(rank))
+
+    def _op_ReduceMean(self, node, a: dict) -> None:
+        self._reduce(node, a, "MEAN")
+
+    def _op_ReduceMax(self, node, a: dict) -> None:
+        self._reduce(node, a, "REDUCE_MAX")
+
+    def _reduce(self, node, a: dict, op_type: str) -> None:
+        value = node.input[0]
+        rank = len(self._shape(value))
+        if len(node.input) > 1 and node.input[1]:      # opset 18: axes as an input
+            axes = [int(v) for v in self._c(node, 1, "axes").reshape(-1)]
+        else:
+            axes = [int(v) for v in a.get("axes", [])]
+        if not axes:
+            if a.get("noop_with_empty_axes", 0):
+                raise ModelError(f"{self._where()}: {node.op_type} with no axes and "
+                                 "noop_with_empty_axes=1 is an identity; kiln reads real reductions")
+            axes = list(range(rank))
+        axes = sorted({ax % rank for ax in axes})
+        keep = bool(a.get("keepdims", 1))
+        x = self._plain(value) if value in self.nwc else self._input(value)
+        held = self._ir_axes(value) if value not in self.nwc else tuple(range(rank))
+        ir_axes = sorted(held.index(ax) for ax in axes)
+        name = node.output[0]
+        axes_id = self._const(name + "_axes", np.array(ir_axes, np.int32))
+        out_rank = len(self._shape(name))
+        remaining = [ax for ax in held if ax not in axes]
+        if keep or out_rank == 4 or remaining == sorted(remaining):
+            self._op(op_type, [x, axes_id], [self._out(name)], {"keep_dims": keep})
+            return
+        # NHWC order left after the reduction (N, W, C of a reduced H): back to ONNX order.
+        shape = tuple(self.tensors[x].shape[i] for i in range(rank) if i not in ir_axes)
+        mid = self._tensor(name + "_held", shape)
+        self._op(op_type, [x, axes_id], [mid], {"keep_dims": False})
+        self.values[name] = self._permute(mid, tuple(int(i) for i in np.argsort(remaining)), name)
+
+    def _op_Transpose(self, node, a: dict) -> None:
+        value, name = node.input[0], node.output[0]
+        x = self._plain(value) if value in self.nwc else self._input(value)
+        rank = len(self._shape(value))
+        perm = [int(p) % rank for p in a.get("perm", list(range(rank))[::-1])]
+        held_in = self._ir_axes(value) if value not in self.nwc else tuple(range(rank))
+        held_out = NCHW_TO_NHWC if rank == 4 else tuple(range(rank))
+        # IR out axis i holds ONNX out axis held_out[i], which is ONNX in axis perm[...].
+        q = tuple(held_in.index(perm[held_out[i]]) for i in range(rank))
+        self.values[name] = x if q == tuple(range(rank)) else self._permute(x, q, name)
+        if rank == 4:
+            self.nhwc.add(name)
+
+    def _op_Squeeze(self, node, a: dict) -> None:
+        self._reshape_to(node, self._plain(node.input[0]))
+
+    def _op_Unsqueeze(self, node, a: dict) -> None:
+        self._reshape_to(node, self._plain(node.input[0]))
+
+    def _op_Concat(self, node, a: dict) -> None:
+        name = node.output[0]
+        rank = len(self._shape(name))
+        axis = int(a["axis"]) % rank
+        nwc = rank == 3 and any(v in self.nwc for v in node.input)
+        ins = []
+        for i, v in enumerate(node.input):
+            if v in self.consts:
+                c = self.consts[v].astype(np.float32)
+                if rank == 4:
+                    c = c.transpose(NCHW_TO_NHWC)
+                elif nwc:
+                    c = c.transpose(0, 2, 1)[:, None]
+                tid = self._const(f"{name}_in{i}", c)
+                self.sources[tid] = (v, -1)
+                ins.append(tid)
+            else:
+                ins.append(self._as_nwc(v) if nwc else self._input(v) if rank == 4 else self._plain(v))
+        if nwc:
+            self.nwc.add(name)
+            ir_axis = (0, 3, 2)[axis]
+        else:
+            ir_axis = NCHW_TO_NHWC.index(axis) if rank == 4 else axis
+        self._op("CONCATENATION", ins, [self._out(name)],
+                 {"axis": ir_axis, "fused_activation_function": "NONE"})
+
+    def _op_Pad(self, node, a: dict) -> None:
+        value, name = node.input[0], node.output[0]
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "constant":
+            raise ModelError(f"{self._where()}: Pad mode {mode!r}; kiln reads constant padding")
+        if len(node.input) > 3 and node.input[3]:
+            raise ModelError(f"{self._where()}: Pad with an axes input is not supported")
+        rank = len(self._shape(value))
+        pads = [int(p) for p in self._c(node, 1, "pads").reshape(-1)]
+        if len(pads) != 2 * rank or min(pads) < 0:
+            raise ModelError(f"{self._where()}: pads {pads} are not {2 * rank} non-negative values")
+        fill = (float(self._c(node, 2, "constant_value").reshape(-1)[0])
+                if len(node.input) > 2 and node.input[2] else 0.0)
+        x = self._plain(value) if value in self.nwc else self._input(value)
+        held = self._ir_axes(value) if value not in self.nwc else tuple(range(rank))
+        table = np.array([[pads[ax], pads[ax + rank]] for ax in held], np.int32)
+        ins = [x, self._const(name + "_pads", table)]
+        if fill != 0.0:
+            ins.append(self._const(name + "_value", np.array([fill], np.float32)))
+        self._op("PADV2" if fill != 0.0 else "PAD", ins, [self._out(name)])
 
     def _reshape_to(self, node, x: int) -> None:
         out_value = node.output[0]
@@ -987,6 +1103,12 @@ class _Converter:
         self._reshape_to(node, self._plain(node.input[0]))
 
     def _op_Softmax(self, node, a: dict) -> None:
+        self._softmax(node, a, "SOFTMAX")
+
+    def _op_LogSoftmax(self, node, a: dict) -> None:
+        self._softmax(node, a, "LOG_SOFTMAX")
+
+    def _softmax(self, node, a: dict, op_type: str) -> None:
         value = node.input[0]
         rank = len(self._shape(value))
         axis = int(a.get("axis", -1)) % rank
@@ -998,9 +1120,9 @@ class _Converter:
         elif axis == rank - 1 and value not in self.nhwc:
             x = self._plain(value)
         else:
-            raise ModelError(f"{self._where()}: Softmax on axis {axis} of a rank-{rank} value; kiln "
-                             "computes it on the last axis (channels for rank 4)")
-        self._op("SOFTMAX", [x], [self._out(node.output[0])], {"beta": 1.0})
+            raise ModelError(f"{self._where()}: {node.op_type} on axis {axis} of a rank-{rank} "
+                             "value; kiln computes it on the last axis (channels for rank 4)")
+        self._op(op_type, [x], [self._out(node.output[0])], {"beta": 1.0} if op_type == "SOFTMAX" else {})
 
     def _op_Identity(self, node, a: dict) -> None:
         self.values[node.output[0]] = self._input(node.input[0])
