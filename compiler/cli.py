@@ -64,11 +64,15 @@ def cmd_info(args) -> int:
     r = art.report
     print(f"{'#':>3} {'op':<22} {'kernel':<26} {'output shape':<18} {'MACs':>10}")
     for op in r["ops"]:
-        out = r["tensors"][op["outputs"][0]]
-        print(f"{op['index']:>3} {op['type']:<22} {op['kernel']:<26} {str(out['shape']):<18} {op['macs']:>10,}")
+        # ASSIGN_VARIABLE and CALL_ONCE write the model state, no output
+        shape = r["tensors"][op["outputs"][0]]["shape"] if op["outputs"] else "(state)"
+        print(f"{op['index']:>3} {op['type']:<22} {op['kernel']:<26} {str(shape):<18} {op['macs']:>10,}")
     total_macs = sum(op["macs"] for op in r["ops"])
     print(f"MACs {total_macs:,}  weights {r['weights_bytes']:,} B  arena {r['arena_bytes']:,} B "
           f"(scratch {r['scratch_bytes']:,} B)")
+    if r.get("state_bytes"):
+        print(f"state {r['state_bytes']:,} B: kept from one run to the next (model.h "
+              f"KILN_STATE_BYTES, static; kiln_reset() restarts it)")
     print(_memory_line(art))
     if board != "host":
         _print_fit(art, board, args.mode)

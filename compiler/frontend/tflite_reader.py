@@ -16,6 +16,7 @@ import tflite
 
 from ..errors import ModelError
 from ..ir import DTYPES, Graph, Op, Quant, Tensor
+from .resources import resource_variables
 
 # TFLite TensorType value → IR dtype name (types kiln can hold; others are reported).
 _TENSOR_TYPES: dict[int, str] = {
@@ -95,22 +96,30 @@ class _Reader:
         m = self.model
         if self._count(m.SubgraphsLength(), "subgraph") < 1:
             raise ModelError("the model has no subgraph")
-        sg = m.Subgraphs(0)
-        buffers = self._buffers()
-        n_tensors = self._count(sg.TensorsLength(), "tensor")
-        tensors = [self._tensor(sg.Tensors(i), i, buffers) for i in range(n_tensors)]
-        codes = [self._opcode(m.OperatorCodes(i))
-                 for i in range(self._count(m.OperatorCodesLength(), "operator code"))]
-        ops = [self._op(sg.Operators(i), i, codes, n_tensors)
-               for i in range(self._count(sg.OperatorsLength(), "operator"))]
-        inputs = self._ids(sg.InputsAsNumpy() if sg.InputsLength() else [], n_tensors, "input")
-        outputs = self._ids(sg.OutputsAsNumpy() if sg.OutputsLength() else [], n_tensors, "output")
+        self._buffer_list = self._buffers()
+        self._codes = [self._opcode(m.OperatorCodes(i))
+                       for i in range(self._count(m.OperatorCodesLength(), "operator code"))]
+        tensors, ops, inputs, outputs = self.subgraph(0)
         if not outputs:
             raise ModelError("the model declares no outputs")
         desc = m.Description()
-        return Graph(name=self.name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs,
-                     sha256=hashlib.sha256(self.data).hexdigest(),
-                     description=desc.decode("utf-8", "replace") if desc else "")
+        graph = Graph(name=self.name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs,
+                      sha256=hashlib.sha256(self.data).hexdigest(),
+                      description=desc.decode("utf-8", "replace") if desc else "")
+        # tf.Variable's ops (VAR_HANDLE, READ_/ASSIGN_VARIABLE, CALL_ONCE and its init
+        # subgraph) become variable tensors, the IR's one form of model state.
+        return resource_variables(graph, self.subgraph, m.SubgraphsLength())
+
+    def subgraph(self, index: int) -> tuple[list[Tensor], list[Op], list[int], list[int]]:
+        """Tensors, ops, inputs and outputs of subgraph `index`, bounds-checked."""
+        sg = self.model.Subgraphs(index)
+        n_tensors = self._count(sg.TensorsLength(), "tensor")
+        tensors = [self._tensor(sg.Tensors(i), i, self._buffer_list) for i in range(n_tensors)]
+        ops = [self._op(sg.Operators(i), i, self._codes, n_tensors)
+               for i in range(self._count(sg.OperatorsLength(), "operator"))]
+        inputs = self._ids(sg.InputsAsNumpy() if sg.InputsLength() else [], n_tensors, "input")
+        outputs = self._ids(sg.OutputsAsNumpy() if sg.OutputsLength() else [], n_tensors, "output")
+        return tensors, ops, inputs, outputs
 
     @staticmethod
     def _ids(values, n_tensors: int, what: str) -> list[int]:

@@ -4,3 +4,4 @@ from . import (activation, conv, data_movement, elementwise, indexing,  # noqa: 
                lstm, math_ops, pool, quantize_ops, reduce)
 from . import inplace  # noqa: F401  (overlap rules, no lowerings)
 from . import svdf  # noqa: F401
+from . import variables  # noqa: F401  (resource variables: READ/ASSIGN_VARIABLE, CALL_ONCE)

@@ -1,0 +1,242 @@
+"""Model state (issue 13, item 1): variable tensors and resource variables live in a
+static state region apart from the arena, survive kiln_run calls, and reset as
+tflite-micro's interpreter resets them; on the host (Artifact, `kiln run`), over RPC and
+in standalone firmware.
+
+The stateful models here are built today without recurrent ops: a tf.Variable
+accumulator (state += x, as TF's converter writes it: VAR_HANDLE, READ_VARIABLE,
+ASSIGN_VARIABLE, and CALL_ONCE with an init subgraph) and an ADD reading a variable
+tensor. SVDF and LSTM tests (tests/test_ops_svdf.py, tests/test_ops_lstm.py) run the
+same plumbing with their own states.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from conftest import run_kiln
+from reference import _arena_size, assert_equal_exact
+from resource_builder import accumulator
+from tflite_builder import OpSpec, TensorSpec, build_model
+
+from kiln.compiler import compile, load
+from kiln.compiler.errors import ModelError
+from kiln.compiler.ir import GraphError
+from kiln.compiler.passes import optimize
+
+INIT = np.array([[5, -6, 7, -8]], dtype=np.int8)
+X = np.array([[1, 2, 3, -4]], dtype=np.int8)
+STEPS, AFTER_RESET = 4, 2
+
+
+def tflm_sequence(model: bytes, xs: list[np.ndarray], reset_at: int | None = None
+                  ) -> list[np.ndarray]:
+    """Output 0 of tflite-micro's interpreter invoked once per x, without a reset, but
+    before xs[reset_at] (interpreter.reset())."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    interp = runtime.Interpreter.from_bytes(model, arena_size=_arena_size(model))
+    out = []
+    for i, x in enumerate(xs):
+        if i == reset_at:
+            interp.reset()
+        interp.set_input(np.ascontiguousarray(x), 0)
+        interp.invoke()
+        out.append(np.array(interp.get_output(0), copy=True))
+    return out
+
+
+def kiln_sequence(art, xs: list[np.ndarray], reset_at: int | None = None) -> list[np.ndarray]:
+    out = []
+    for i, x in enumerate(xs):
+        if i == reset_at:
+            art.reset()
+        out.append(art.run(x)[0])
+    return out
+
+
+def inputs(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-20, 21, size=(1, 4)).astype(np.int8) for _ in range(n)]
+
+
+def variable_add() -> bytes:
+    """y = x + v, v an int8 variable tensor no op writes: it keeps its reset value (its
+    zero point, -7), which tflite-micro gives it too."""
+    tensors = [TensorSpec((1, 8), "int8", 0.05, 3, name="x"),
+               TensorSpec((1, 8), "int8", 0.05, -7, name="state", variable=True),
+               TensorSpec((1, 8), "int8", 0.1, 1, name="y")]
+    return build_model([OpSpec("ADD", [0, 1], [2])], tensors, [0], [2])
+
+
+# --- host: Artifact ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("init", [None, INIT], ids=["zero_point_start", "call_once_init"])
+def test_accumulator_carries_state_and_resets_like_tflite_micro(init):
+    model = accumulator(init=init)
+    xs = inputs(STEPS + AFTER_RESET)
+    want = tflm_sequence(model, xs, reset_at=STEPS)
+    got = kiln_sequence(compile(load(model)), xs, reset_at=STEPS)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_equal_exact(g, w, f"run {i}")
+    # the state did change from run to run (the test would pass on a stateless model
+    # otherwise only if every x were 0)
+    assert not np.array_equal(got[0], got[STEPS - 1])
+
+
+def test_after_reset_call_once_is_not_run_again():
+    """tflite-micro's reset() fills a resource variable with its zero point and does not
+    run CALL_ONCE's init subgraph again: after a reset the accumulator starts at 0, not
+    at INIT (kiln does the same)."""
+    art = compile(load(accumulator(init=INIT)))
+    first = art.run(X)[0]
+    art.reset()
+    after = art.run(X)[0]
+    zp = -3
+    assert np.array_equal(first, INIT + X - zp)          # INIT (real) + X (real), same scale
+    assert np.array_equal(after, X)                        # 0 + X
+
+
+def test_two_artifacts_of_one_model_keep_their_own_state():
+    model = accumulator()
+    a, b = compile(load(model)), compile(load(model))
+    for _ in range(3):
+        a.run(X)
+    assert np.array_equal(b.run(X)[0], X)                  # b starts from its own reset
+
+
+def test_a_variable_tensor_read_by_an_op_starts_at_its_zero_point():
+    model = variable_add()
+    x = np.arange(-4, 4, dtype=np.int8).reshape(1, 8)
+    art = compile(load(model))
+    assert art.report["state_bytes"] == 8
+    want = tflm_sequence(model, [x, x])
+    assert_equal_exact(art.run(x)[0], want[0], "first run")
+    assert_equal_exact(art.run(x)[0], want[1], "second run")
+    assert "memset(kiln_state.bytes + 0, 249, 8);" in art.files["model.c"]  # -7 as a byte
+
+
+# --- the plan, kiln.json, model.h --------------------------------------------------------
+
+def test_variables_are_never_placed_in_the_arena():
+    art = compile(load(accumulator(init=INIT)))
+    r = art.report
+    tensors = {t["name"]: t for t in r["tensors"]}
+    assert tensors["acc"]["offset"] == "state:0"
+    assert r["state_bytes"] == 8                           # 4 bytes, ALIGNed
+    assert "t1_acc" not in {b["buffer"] for b in r["memory_plan"]}
+    assert all(b.kind != "state" for b in art.plan.buffers)
+    assert [(b.name, b.offset, b.size) for b in art.plan.state] == [("t1_acc", 0, 4)]
+    h = art.files["model.h"]
+    assert "#define KILN_STATE_BYTES 8" in h and "void kiln_reset(void);" in h
+    c = art.files["model.c"]
+    assert "uint8_t bytes[KILN_STATE_BYTES];" in c
+    assert "int8_t *t1_acc = (int8_t *)(kiln_state.bytes + 0);" in c
+
+
+def test_several_variables_get_disjoint_state():
+    """Two accumulators on different resources: their state never overlaps, and an
+    arena buffer never takes their bytes (the region is apart)."""
+    from resource_builder import RESOURCE, Subgraph, build_subgraphs
+
+    q = dict(scale=0.1, zero_point=0)
+    tensors = [TensorSpec((1, 4), "int8", name="x", **q), RESOURCE, RESOURCE,
+               TensorSpec((1, 4), "int8", name="a", **q), TensorSpec((1, 4), "int8", name="a2", **q),
+               TensorSpec((1, 12), "int16", name="big", scale=0.01, zero_point=0),
+               TensorSpec((1, 4), "int8", name="y", **q)]
+    ops = [OpSpec("VAR_HANDLE", [], [1], {"shared_name": "one"}),
+           OpSpec("VAR_HANDLE", [], [2], {"shared_name": "two"}),
+           OpSpec("READ_VARIABLE", [1], [3]), OpSpec("ADD", [3, 0], [4]),
+           OpSpec("ASSIGN_VARIABLE", [1, 4], []), OpSpec("READ_VARIABLE", [2], [5]),
+           OpSpec("ASSIGN_VARIABLE", [2, 5], []), OpSpec("ADD", [4, 4], [6])]
+    model = build_subgraphs([Subgraph(tensors, ops, [0], [6])])
+    art = compile(load(model))
+    state = sorted((b.offset, b.offset + b.size) for b in art.plan.state)
+    assert state == [(0, 4), (8, 32)] and art.report["state_bytes"] == 32
+    xs = inputs(3, seed=1)
+    for i, (g, w) in enumerate(zip(kiln_sequence(art, xs), tflm_sequence(model, xs))):
+        assert_equal_exact(g, w, f"run {i}")
+
+
+def test_stateless_models_keep_a_no_op_reset_and_zero_state():
+    tensors = [TensorSpec((1, 4), "int8", 0.1, 0, name="x"), TensorSpec((1, 4), "int8", 0.1, 0)]
+    art = compile(load(build_model([OpSpec("RELU", [0], [1])], tensors, [0], [1])))
+    assert art.report["state_bytes"] == 0
+    assert "#define KILN_STATE_BYTES 0" in art.files["model.h"]
+    assert "void kiln_reset(void)\n{\n}\n" in art.files["model.c"]
+    assert "kiln_state" not in art.files["model.c"]
+    art.reset()                                            # callable, harmless
+
+
+def test_prefixed_export_names_the_state_with_the_prefix(tmp_path):
+    art = compile(load(accumulator(init=INIT)))
+    src = art.sources("acc")
+    h, c = src["acc.h"], src["acc.c"]
+    assert "#define ACC_STATE_BYTES 8" in h and "void acc_reset(void);" in h
+    assert "} acc_state ACC_STATE_ALIGNED;" in c and "static int acc_state_ready;" in c
+    assert "kiln_state" not in c and "KILN_STATE" not in h + c
+    (tmp_path / "acc.c").write_text(c)
+    (tmp_path / "acc.h").write_text(h)
+    from kiln.compiler.paths import crt_dir
+
+    obj = tmp_path / "acc.o"
+    subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-c", "-I", str(tmp_path),
+                    "-I", str(crt_dir() / "kernels"), str(tmp_path / "acc.c"), "-o", str(obj)],
+                   check=True)
+    nm = subprocess.run(["nm", "-g", "--defined-only", str(obj)], capture_output=True,
+                        text=True, check=True).stdout
+    exported = set(re.findall(r" [A-Z] (\w+)$", nm, re.M))
+    assert exported == {"acc_run", "acc_run_layer", "acc_layer_names", "acc_reset"}
+
+
+# --- the IR ---------------------------------------------------------------------------------
+
+def test_verify_takes_variables_as_available_and_refuses_writing_them():
+    g = load(variable_add())
+    assert g.tensor(1).is_variable and g.variables() == [1]
+    g.ops[0].outputs = [1]                                 # an op writing the variable
+    with pytest.raises(GraphError, match="a variable, as its output"):
+        g.verify()
+
+
+def test_dead_code_removal_keeps_the_ops_that_write_state():
+    g = optimize(load(accumulator(init=INIT)))
+    assert [op.type for op in g.ops] == ["CALL_ONCE", "READ_VARIABLE", "ADD", "ASSIGN_VARIABLE"]
+
+
+def test_a_resource_read_but_never_assigned_is_refused():
+    from resource_builder import RESOURCE, Subgraph, build_subgraphs
+
+    tensors = [TensorSpec((1, 4), "int8", 0.1, 0, name="x"), RESOURCE,
+               TensorSpec((1, 4), "int8", 0.1, 0, name="v"), TensorSpec((1, 4), "int8", 0.1, 0)]
+    ops = [OpSpec("VAR_HANDLE", [], [1], {"shared_name": "v"}), OpSpec("READ_VARIABLE", [1], [2]),
+           OpSpec("ADD", [2, 0], [3])]
+    with pytest.raises(ModelError, match="resource variable v is read but never assigned"):
+        load(build_subgraphs([Subgraph(tensors, ops, [0], [3])]))
+
+
+# --- host: the CLI ----------------------------------------------------------------------------
+
+def test_kiln_run_carries_state_across_stacked_samples(tmp_path, capsys):
+    model = accumulator(init=INIT)
+    path, xs_path, out = tmp_path / "acc.tflite", tmp_path / "x.npy", tmp_path / "y.npz"
+    path.write_bytes(model)
+    xs = inputs(5, seed=3)
+    np.save(xs_path, np.concatenate(xs))
+    code, printed, err = run_kiln(capsys, "run", path, "--input", xs_path, "--output", out)
+    assert code == 0, err
+    got = np.load(out)
+    want = np.concatenate(tflm_sequence(model, xs))
+    assert_equal_exact(got[got.files[0]], want, "kiln run, 5 samples")
+
+
+def test_kiln_info_and_compile_report_state_bytes(tmp_path, capsys):
+    path = tmp_path / "acc.tflite"
+    path.write_bytes(accumulator(init=INIT))
+    code, out, err = run_kiln(capsys, "info", path)
+    assert code == 0, err
+    assert "state 8 B: kept from one run to the next" in out
+    assert "ASSIGN_VARIABLE" in out and "(state)" in out
