@@ -261,3 +261,35 @@ def test_relus_s16_all_inputs(op):
     inputs = [[rng.permutation(ALL_INT16).reshape(256, 256)] for _ in cases]
     art = run_cases(cases, rng, inputs)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_leaky_relu_s16"}
+
+
+@pytest.mark.parametrize("op", ["MEAN", "SUM"])
+def test_mean_sum_s16(op):
+    """Axes of every kind, keep_dims or not, zero points, scale ratios below and above one,
+    counts up to the int16 limit 2^15."""
+    from tflite_builder import const
+    rng = np.random.default_rng({"MEAN": 13, "SUM": 14}[op])
+    layouts = [((2, 5, 7, 3), [1, 2]), ((4, 9), [1]), ((4, 9), [0]), ((3, 4, 5), [0, 2]),
+               ((2, 3, 4, 5), [-1]), ((1, 128, 256), [1, 2]), ((6,), [0])]
+    tensors, ops, inputs, labels = [], [], [], []
+    for i, (shape, axes) in enumerate(layouts * 2):
+        keep = bool(i % 2)
+        out_shape = tuple(1 if d in [a % len(shape) for a in axes] else e
+                          for d, e in enumerate(shape)) if keep else \
+            tuple(e for d, e in enumerate(shape) if d not in [a % len(shape) for a in axes])
+        si = _scale(rng, 1e-4, 1e-2)
+        so = float(np.float32(si * [1.0, 0.5, 3.0, 40.0, 0.02][i % 5]))
+        zi, zo = (0, 0) if i % 3 else (int(rng.integers(-300, 300)), int(rng.integers(-300, 300)))
+        base = len(tensors)
+        tensors += [TensorSpec(shape, "int16", scale=si, zero_point=zi), const(axes),
+                    TensorSpec(out_shape, "int16", scale=so, zero_point=zo)]
+        ops.append(OpSpec(op, [base, base + 1], [base + 2], {"keep_dims": keep}))
+        inputs.append(_rand(tensors[base], rng))
+        labels.append(f"{op} {list(shape)} axes {axes} keep {keep} s {si:.4g}->{so:.4g}")
+    model = build_model(ops, tensors, [3 * i for i in range(len(ops))],
+                        [3 * i + 2 for i in range(len(ops))])
+    want = run_reference(model, inputs)
+    art = kc.compile(kc.load(model))
+    for g, w, label in zip(art.run(*inputs), want, labels):
+        assert_equal_exact(g, w, label)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_reduce_sum_requant_s16"}

@@ -1,5 +1,6 @@
 /*
- * reduce.h - int8 reductions over any axes: MEAN, SUM, REDUCE_MAX.
+ * reduce.h - int8 reductions over any axes: MEAN, SUM, REDUCE_MAX; int16 MEAN
+ * and SUM.
  *
  * The compiler describes a reduction in a canonical form that needs no axis
  * handling at run time (kiln_reduce_shape_t): it drops size-1 dimensions, merges
@@ -32,6 +33,8 @@ extern "C" {
 #endif
 
 #define KILN_REDUCE_MAX_COUNT (INT32_C(1) << 23)
+/* int16: |x - zero point| <= 65535, so 2^15 values keep the sum below 2^31. */
+#define KILN_REDUCE_MAX_COUNT_S16 (INT32_C(1) << 15)
 
 typedef struct {
     int32_t outer[3];          /* kept extents, outermost first, >= 1 */
@@ -57,6 +60,12 @@ typedef struct {
 kiln_status_t kiln_reduce_sum_requant_s8(const kiln_reduce_shape_t *shape,
                                          const kiln_reduce_quant_t *quant,
                                          const int8_t *input, int8_t *output);
+
+/* int16 SUM and MEAN (TFLM's QuantizedMeanOrSum at int16), the same arithmetic
+ * with count <= KILN_REDUCE_MAX_COUNT_S16 and the int16 output range. */
+kiln_status_t kiln_reduce_sum_requant_s16(const kiln_reduce_shape_t *shape,
+                                          const kiln_reduce_quant_t *quant,
+                                          const int16_t *input, int16_t *output);
 
 /* REDUCE_MAX (input and output share quantization): the largest raw value. */
 kiln_status_t kiln_reduce_max_s8(const kiln_reduce_shape_t *shape, const int8_t *input,

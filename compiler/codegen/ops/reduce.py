@@ -1,4 +1,5 @@
-"""Lowerings: MEAN, SUM and REDUCE_MAX (int8, any axes, keep_dims or not).
+"""Lowerings: MEAN, SUM and REDUCE_MAX (int8, any axes, keep_dims or not); MEAN and SUM
+at int16 too (tflite-micro has no int16 REDUCE_MAX).
 
 The reduction's shape is canonicalised at compile time (`reduce_shape`): the kernel
 sees at most three kept and three reduced dimensions with their strides, plus a
@@ -25,6 +26,7 @@ from ..lowering import LayerCode, LowerCtx, fmt_quant, lowering, qparams
 
 MAX_RANK = 6
 MAX_COUNT = 1 << 23   # KILN_REDUCE_MAX_COUNT: keeps the int32 sums exact
+MAX_COUNT_S16 = 1 << 15   # KILN_REDUCE_MAX_COUNT_S16
 
 
 @dataclass
@@ -128,10 +130,12 @@ def _check(ctx: LowerCtx) -> str | None:
     x, y = ctx.input(0), ctx.output(0)
     if x is None:
         return "missing input"
-    if x.dtype != "int8" or y.dtype != "int8":
-        return f"{x.dtype} -> {y.dtype} reduction is not supported (int8 only)"
+    dtypes = ("int8", "int16") if ctx.op.type in ("MEAN", "SUM") else ("int8",)
+    if x.dtype not in dtypes or y.dtype != x.dtype:
+        return (f"{x.dtype} -> {y.dtype} {ctx.op.type} is not supported "
+                f"({' and '.join(dtypes)} only)")
     if x.quant is None or y.quant is None or x.quant.per_channel or y.quant.per_channel:
-        return "int8 reductions need per-tensor quantized input and output"
+        return f"{x.dtype} reductions need per-tensor quantized input and output"
     if len(x.shape) > MAX_RANK:
         return f"rank {len(x.shape)} input (at most {MAX_RANK})"
     axes = _axes(ctx)
@@ -141,8 +145,9 @@ def _check(ctx: LowerCtx) -> str | None:
     if int(np.prod(want, dtype=np.int64)) != y.size:
         return f"output shape {list(y.shape)} does not match {list(want)}"
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    if count > MAX_COUNT:
-        return f"reduces {count} elements per output (at most {MAX_COUNT})"
+    limit = MAX_COUNT_S16 if x.dtype == "int16" else MAX_COUNT
+    if count > limit:
+        return f"reduces {count} elements per output (at most {limit} at {x.dtype})"
     if ctx.op.type in ("MEAN", "SUM"):
         # kiln_reduce_sum_requant_s8 shifts left by at most 30 (kiln_requantize's range).
         _, shift = mean_multiplier(qparams(x)[0], qparams(y)[0], count, ctx.op.type == "MEAN")
@@ -175,6 +180,7 @@ def lower_mean_sum(ctx: LowerCtx) -> LayerCode:
     shape, axes = _layer(ctx)
     (s_in, z_in), (s_out, z_out) = qparams(x), qparams(y)
     is_mean = ctx.op.type == "MEAN"
+    kernel = "kiln_reduce_sum_requant_s16" if x.dtype == "int16" else "kiln_reduce_sum_requant_s8"
     shape_c = "static const kiln_reduce_shape_t shape = {\n" + shape.c_init() + "};\n"
     mult, shift = mean_multiplier(s_in, s_out, shape.count, is_mean)
     bias = -z_in * shape.count
@@ -184,9 +190,9 @@ def lower_mean_sum(ctx: LowerCtx) -> LayerCode:
             f"    .bias = {bias},\n"
             f"    .output_offset = {z_out},\n"
             "};\n"
-            f"return kiln_reduce_sum_requant_s8(&shape, &quant, {ctx.ptr(x)}, {ctx.ptr(y)});\n")
+            f"return {kernel}(&shape, &quant, {ctx.ptr(x)}, {ctx.ptr(y)});\n")
     what = f"{'mean' if is_mean else 'sum'} of {shape.count}, requantized"
-    return LayerCode(kernel="kiln_reduce_sum_requant_s8", body=body,
+    return LayerCode(kernel=kernel, body=body,
                      summary=_summary(ctx, axes, what))
 
 
