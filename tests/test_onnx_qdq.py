@@ -104,10 +104,12 @@ def ends_in_softmax(qdq: bytes) -> bool:
                                            for op in g.ops)
 
 
-# quantize_static leaves a lone Relu, Clip or MaxPool in float (it quantizes them only
+# quantize_static leaves a lone Relu, Clip, MaxPool, Transpose, Squeeze/Unsqueeze,
+# GlobalMaxPool, ReduceMean/Max or LogSoftmax in float (the first ones it quantizes only
 # after a quantized op): the networks below have them.
 SINGLE_QDQ = ["gemm", "gemm_notrans", "matmul", "add_const_nchw", "mul_const_nchw", "sigmoid",
-              "global_avgpool", "flatten_4d_gemm", "softmax", "leaky_relu"]
+              "global_avgpool", "flatten_4d_gemm", "softmax", "leaky_relu", "concat_const_width",
+              "concat_rank2", "pad_spatial"]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
