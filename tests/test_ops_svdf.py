@@ -421,6 +421,43 @@ def test_keyword_scrambled_every_layer_matches_tflm_over_time():
 
 
 @pytest.mark.slow
+def test_keyword_scrambled_generated_c_under_sanitizers(tmp_path):
+    """The whole generated model (every layer exposed) under ASan/UBSan, several calls with
+    the state carried: no report, and tflite-micro's outputs."""
+    from kiln.compiler.host_build import build_executable
+
+    model = keyword_every_layer()
+    art = kiln_compile(load(model), board="host")
+    n_out, steps = len(art.report["outputs"]), 4
+    xs = keyword_inputs(steps, seed=5)
+    main = "\n".join([
+        "#include <stdio.h>", '#include "model.h"',
+        "static uint8_t arena[KILN_ARENA_BYTES] __attribute__((aligned(16)));",
+        "static uint8_t in[KILN_INPUT_0_BYTES];",
+        *[f"static uint8_t out{j}[KILN_OUTPUT_{j}_BYTES];" for j in range(n_out)],
+        "int main(void)", "{",
+        "    const void *inputs[] = {in};",
+        "    void *outputs[] = {" + ", ".join(f"out{j}" for j in range(n_out)) + "};",
+        f"    for (int k = 0; k < {steps}; ++k) {{",
+        "        if (fread(in, 1, sizeof in, stdin) != sizeof in) return 3;",
+        "        if (kiln_run(inputs, outputs, arena) != 0) return 4;",
+        *[f"        fwrite(out{j}, 1, sizeof out{j}, stdout);" for j in range(n_out)],
+        "    }", "    return 0;", "}", ""])
+    sources = {k: v for k, v in art.files.items() if k.endswith((".c", ".h"))}
+    exe = build_executable(sources, main, tmp_path / "build", sanitize=True)
+    proc = subprocess.run([str(exe)], input=xs.tobytes(), capture_output=True, timeout=120)
+    assert proc.returncode == 0 and b"runtime error" not in proc.stderr, proc.stderr[-3000:]
+    want = tflm_runs(model, [[x] for x in xs], reset_at=steps)
+    got, pos = np.frombuffer(proc.stdout, np.uint8), 0
+    for k in range(steps):
+        for j, w in enumerate(want[k]):
+            g = got[pos: pos + w.nbytes].view(w.dtype).reshape(w.shape)
+            assert_equal_exact(g, w, f"step {k} output {j} under sanitizers")
+            pos += w.nbytes
+    assert pos == got.size
+
+
+@pytest.mark.slow
 @pytest.mark.cross
 @pytest.mark.qemu
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an385"])
