@@ -280,7 +280,7 @@ def cmd_run_host(args) -> int:
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a .tflite model, or a project directory")
+    p.add_argument("model", help="a .tflite or .onnx model, or a project directory")
     p.add_argument("--board", default=None,
                    help="board to run on (default host; a project runs on its own board)")
     p.add_argument("--input", action="append", default=[], metavar="X.npy",

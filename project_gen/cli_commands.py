@@ -60,7 +60,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     project = subparsers.add_parser("project", help="create or build a firmware project")
     psub = project.add_subparsers(dest="project_command", required=True)
     c = psub.add_parser("create", help="render a firmware project for a board")
-    c.add_argument("model", help="a .tflite model")
+    c.add_argument("model", help="a .tflite or .onnx model")
     c.add_argument("--board", "-b", required=True, help="board name (see `kiln boards`)")
     c.add_argument("-o", "--output-dir", required=True, help="the project directory")
     c.add_argument("--mode", choices=MODES, default="standalone")

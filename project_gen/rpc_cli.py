@@ -53,7 +53,7 @@ def add_port_arguments(p: argparse.ArgumentParser) -> None:
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("profile", help="per-layer cycles of a model on a board, over RPC "
                                    "(instructions on QEMU, ns on the host)")
-    p.add_argument("model", help="a .tflite model, or a host-driven project directory")
+    p.add_argument("model", help="a .tflite or .onnx model, or a host-driven project directory")
     p.add_argument("--board", "-b", default="host", help="board name (see `kiln boards`)")
     p.add_argument("--json", metavar="F", help="also write the profile as JSON")
     p.add_argument("--repeat", type=repeat_count, default=10,

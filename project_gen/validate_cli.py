@@ -46,7 +46,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                          "(bit-exact) and the float model: metrics, accuracy, per layer",
         epilog="Exit code 0: the target matches the host reference on every sample; 1: it "
                "does not; 2: bad input.")
-    p.add_argument("model", help="a .tflite model (float with --calibration), or a "
+    p.add_argument("model", help="a .tflite or .onnx model (float with --calibration), or a "
                                  "host-driven project directory (with --tflite)")
     p.add_argument("--board", "-b", default=None, help="board name (default host; a project "
                                                        "runs on its own board)")

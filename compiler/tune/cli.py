@@ -23,7 +23,7 @@ from .workloads import knobs_id
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("tune", help="time every layer's kernel variants on a board "
                                            "and record the fastest (auto-tuning)")
-    p.add_argument("model", help="an int8 .tflite model")
+    p.add_argument("model", help="an int8 .tflite or QDQ .onnx model")
     p.add_argument("--board", "-b", required=True, help="board name (see `kiln boards`)")
     p.add_argument("-o", "--output", required=True, metavar="RECORDS.jsonl",
                    help="tuning records to append to (created if missing)")
