@@ -18,7 +18,7 @@ from kiln.compiler.codegen.ops.lstm import (cell_scale_power, quantized_cell_cli
                                             tanh_scaling)
 from kiln.compiler.errors import ModelError
 from reference import _arena_size, assert_equal_exact
-from tflite_builder import OpSpec, TensorSpec, build_model, rand_int8
+from tflite_builder import OpSpec, TensorSpec, build_model, rand_int, rand_int8
 
 GATES = ("input", "forget", "cell", "output")
 
@@ -27,12 +27,17 @@ def lstm_model(rng: np.random.Generator, batches: int = 1, steps: int = 4, depth
                units: int = 6, time_major: bool = False, cell_clip: float = 0.0,
                input_q: tuple[float, int] = (0.03, -5), hidden_q: tuple[float, int] = (1 / 128, 3),
                cell_power: int = -11, weight_scale: float = 0.02,
-               variants: tuple[str, ...] = ()) -> bytes:
+               variants: tuple[str, ...] = (), activations: str = "int8") -> bytes:
     """One LSTM op; `variants` adds the tensors of "peephole", "projection", "layer_norm"
-    or drops the input gate ("cifg"), for the refusal tests."""
+    or drops the input gate ("cifg"), for the refusal tests. `activations` "int16" makes
+    the 16x8 form: int16 input, hidden state and output (zero points 0), int64 biases."""
+    wide = activations == "int16"
+    if wide:
+        input_q, hidden_q = (input_q[0] / 256, 0), (hidden_q[0] / 256, 0)
+    act, bias_type = activations, "int64" if wide else "int32"
     shape_in = (steps, batches, depth) if time_major else (batches, steps, depth)
     shape_out = shape_in[:2] + (units,)
-    tensors = [TensorSpec(shape_in, "int8", scale=input_q[0], zero_point=input_q[1], name="x")]
+    tensors = [TensorSpec(shape_in, act, scale=input_q[0], zero_point=input_q[1], name="x")]
     idx = [0] + [-1] * 23
 
     def add(spec: TensorSpec, at: int) -> None:
@@ -49,9 +54,9 @@ def lstm_model(rng: np.random.Generator, batches: int = 1, steps: int = 4, depth
         add(TensorSpec((units, units), "int8", scale=s_rec, zero_point=0,
                        data=rand_int8((units, units), rng, -127, 127), name=f"w_rec_{g}"), 5 + g_i)
         b_scale = float(np.float32(input_q[0]) * np.float32(s_in))
-        add(TensorSpec((units,), "int32", scale=b_scale, zero_point=0,
-                       data=rng.integers(-3000, 3000, units).astype(np.int32), name=f"b_{g}"),
-            12 + g_i)
+        bias = rng.integers(-3000, 3000, units) * (256 if wide else 1)
+        add(TensorSpec((units,), bias_type, scale=b_scale, zero_point=0, data=bias,
+                       name=f"b_{g}"), 12 + g_i)
     if "peephole" in variants:
         for k in range(3):
             add(TensorSpec((units,), "int16", scale=0.001, zero_point=0,
@@ -63,12 +68,12 @@ def lstm_model(rng: np.random.Generator, batches: int = 1, steps: int = 4, depth
         for k in range(4):
             add(TensorSpec((units,), "int16", scale=0.001, zero_point=0,
                            data=np.ones(units, np.int16), name=f"ln{k}"), 20 + k)
-    add(TensorSpec((batches, units), "int8", scale=hidden_q[0], zero_point=hidden_q[1],
+    add(TensorSpec((batches, units), act, scale=hidden_q[0], zero_point=hidden_q[1],
                    variable=True, name="hidden_state"), 18)
     add(TensorSpec((batches, units), "int16", scale=2.0 ** cell_power, zero_point=0,
                    variable=True, name="cell_state"), 19)
     out = len(tensors)
-    tensors.append(TensorSpec(shape_out, "int8", scale=hidden_q[0], zero_point=hidden_q[1],
+    tensors.append(TensorSpec(shape_out, act, scale=hidden_q[0], zero_point=hidden_q[1],
                               name="y"))
     op = OpSpec("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [out],
                 {"fused_activation_function": "TANH", "cell_clip": cell_clip,
@@ -95,9 +100,9 @@ def tflm_runs(model: bytes, inputs: list[np.ndarray], reset_before: set[int]) ->
 def check_lstm(model: bytes, calls: int = 3, seed: int = 0) -> None:
     """kiln vs TFLM over `calls` successive calls, a reset, and `calls` more."""
     art = kiln_compile(load(model), board="host")
-    shape = tuple(int(d) for d in load(model).tensor(0).shape)
+    x = load(model).tensor(0)
     rng = np.random.default_rng(seed)
-    xs = [rand_int8(shape, rng) for _ in range(2 * calls)]
+    xs = [rand_int(x.shape, rng, x.dtype) for _ in range(2 * calls)]
     want = tflm_runs(model, xs, reset_before={calls})
     for i, x in enumerate(xs):
         if i == calls:
@@ -122,6 +127,23 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 def test_lstm_matches_tflm(case):
     check_lstm(lstm_model(np.random.default_rng(1), **case))
+
+
+CASES_16X8 = [
+    dict(batches=1, steps=4, depth=5, units=6),
+    dict(batches=1, steps=28, depth=28, units=20, cell_power=-12, cell_clip=10.0),
+    dict(batches=3, steps=5, depth=7, units=4, time_major=True),
+    dict(batches=2, steps=3, depth=9, units=8, cell_power=-14, cell_clip=0.3),
+    dict(batches=1, steps=6, depth=16, units=3, cell_power=-10, weight_scale=0.05),
+]
+
+
+@pytest.mark.parametrize("case", CASES_16X8,
+                         ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_lstm_16x8_matches_tflm(case):
+    """int16 activations, int8 weights, int64 biases (TFLM's EvalLstm<int16, int8, int16,
+    int64>): int64 accumulators and TFLM's int64 requantization."""
+    check_lstm(lstm_model(np.random.default_rng(2), activations="int16", **case))
 
 
 def test_mnist_lstm_model_matches_tflm(models_dir):
@@ -221,39 +243,64 @@ int main(void)
     enum { B = 2, T = 3, I = 9, S = 7 };
     static int8_t w[8][S * I > S * S ? S * I : S * S];
     static int32_t bias[8][S];
-    int8_t x[B * T * I], hidden[B * S], out[B * T * S], scratch[S];
+    static int64_t bias64[4][S];
+    int8_t x[B * T * I], hidden[B * S], out[B * T * S];
+    int16_t x16[B * T * I], hidden16[B * S], out16[B * T * S], scratch[S];
     int16_t cell[B * S];
     for (int g = 0; g < 8; ++g) {
         for (int i = 0; i < S * I; ++i) w[g][i] = (int8_t)rnd(-127, 127);
         for (int i = 0; i < S; ++i) bias[g][i] = rnd(-1000000, 1000000);
     }
+    for (int g = 0; g < 4; ++g) {    /* |bias| + 32768 * sum|w| < 2^47, as the lowering checks */
+        for (int i = 0; i < S; ++i) bias64[g][i] = (int64_t)bias[g][i] * 65536;
+    }
     for (int trial = 0; trial < 200; ++trial) {
-        kiln_lstm_gate_s8_t gates[4];
+        kiln_lstm_s8_params_t p;
+        kiln_lstm_s16_params_t p16;
+        kiln_lstm_gate_s8_t *gates[4] = {&p.forget_gate, &p.input_gate, &p.cell_gate,
+                                         &p.output_gate};
+        kiln_lstm_gate_s16_t *gates16[4] = {&p16.forget_gate, &p16.input_gate,
+                                            &p16.cell_gate, &p16.output_gate};
         for (int g = 0; g < 4; ++g) {
             const kiln_lstm_gate_s8_t gate = {w[g], w[g + 4], bias[g], bias[g + 4],
                                               {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 8)},
                                               {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 8)}};
-            gates[g] = gate;
+            const kiln_lstm_gate_s16_t gate16 = {w[g], w[g + 4], bias64[g],
+                                                 {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 7)},
+                                                 {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 7)}};
+            *gates[g] = gate;
+            *gates16[g] = gate16;
         }
         const int32_t power = rnd(-40, 2);
-        const kiln_lstm_params_t p = {
-            table, gates[0], gates[1], gates[2], gates[3],
+        const kiln_lstm_cell_t cell_params = {
+            table,
             {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)}, {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)},
             {rnd(1 << 30, 0x7FFFFFFF), rnd(-31, 1)}, rnd(-128, 127), rnd(-1, 32767),
             power + 12 >= 0 ? 3 << (power + 12) : 3, power + 12 >= 0 ? 0 : -(power + 12),
             B, T, I, S, trial & 1};
-        for (int i = 0; i < B * T * I; ++i) x[i] = (int8_t)rnd(-128, 127);
+        p.cell = cell_params;
+        p16.cell = cell_params;
+        p16.cell.hidden_zero_point = 0;
+        for (int i = 0; i < B * T * I; ++i) {
+            x[i] = (int8_t)rnd(-128, 127);
+            x16[i] = (int16_t)rnd(-32768, 32767);
+        }
         for (int i = 0; i < B * S; ++i) {
             hidden[i] = (int8_t)rnd(-128, 127);
+            hidden16[i] = (int16_t)rnd(-32768, 32767);
             cell[i] = (int16_t)rnd(-32768, 32767);
         }
-        const kiln_context_t ctx = {scratch, S};
+        const kiln_context_t ctx = {scratch, (int32_t)sizeof scratch};
         if (kiln_lstm_s8(&ctx, &p, x, hidden, cell, out) != KILN_OK) return 3;
+        if (kiln_lstm_s16(&ctx, &p16, x16, hidden16, cell, out16) != KILN_OK) return 4;
     }
-    const kiln_context_t small = {scratch, S - 1};
-    kiln_lstm_params_t bad = {0};
-    bad.state_size = S;
-    if (kiln_lstm_s8(&small, &bad, x, hidden, cell, out) != KILN_ERR_ARG) return 4;
+    const kiln_context_t small = {scratch, 2 * S - 1};
+    kiln_lstm_s16_params_t bad;
+    memset(&bad, 0, sizeof bad);
+    bad.cell.sigmoid_table = table;
+    bad.cell.input_size = I;
+    bad.cell.state_size = S;
+    if (kiln_lstm_s16(&small, &bad, x16, hidden16, cell, out16) != KILN_ERR_ARG) return 5;
     printf("steps ok\n");
     return 0;
 }
@@ -323,3 +370,20 @@ def test_mnist_lstm_model_under_sanitizers(tmp_path, models_dir):
     got = np.frombuffer(proc.stdout, np.int8).reshape(4, 1, 10)
     for i in range(4):
         assert_equal_exact(got[i], want[i], f"call {i}")
+
+
+def test_lstm_type_refusals_name_the_reason():
+    # int16 activations with int32 biases: TFLM would read them as int64.
+    g = load(lstm_model(np.random.default_rng(0), activations="int16"))
+    for k in (12, 13, 14, 15):
+        t = g.tensor(g.ops[0].inputs[k])
+        t.dtype, t.data = "int32", t.data.astype(np.int32)
+    with pytest.raises(ModelError, match="must be constant int64 with int16 activations"):
+        kiln_compile(g, board="host")
+    # Per-channel weights: TFLM's LSTM quantizes gates per tensor.
+    g = load(lstm_model(np.random.default_rng(0)))
+    w = g.tensor(g.ops[0].inputs[2])
+    w.quant.scale = np.full(w.shape[0], w.quant.scale[0], np.float32)
+    w.quant.zero_point = np.zeros(w.shape[0], np.int64)
+    with pytest.raises(ModelError, match="per-channel weights"):
+        kiln_compile(g, board="host")

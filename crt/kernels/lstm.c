@@ -1,12 +1,14 @@
 /*
- * lstm.c - int8 UNIDIRECTIONAL_SEQUENCE_LSTM with an int16 cell state (see lstm.h).
+ * lstm.c - int8 and int16 (16x8) UNIDIRECTIONAL_SEQUENCE_LSTM with an int16 cell
+ * state (see lstm.h).
  *
  * One unit at a time: its four gates, its cell update and its new hidden value
  * depend on no other unit of the step except through the old hidden row, which
  * stays untouched until the step's last unit is done (the new row is built in
- * the scratch). The arithmetic is tflite-micro's, step by step: int32 dot
- * products, requantization to int16 Q3.12, saturating int16 additions, the
- * table-interpolated int16 sigmoid and tanh, and requantized int16 products.
+ * the scratch). The arithmetic is tflite-micro's, step by step: int32 (s8)
+ * or int64 (s16) dot products, requantization to int16 Q3.12, saturating
+ * int16 additions, the table-interpolated int16 sigmoid and tanh, and
+ * requantized int16 products.
  */
 #include "lstm.h"
 
@@ -71,8 +73,8 @@ int16_t kiln_lstm_tanh_s16(const uint16_t *table, int16_t x, int32_t multiplier,
 }
 
 /* A requantized int32 dot product of one weight row, clamped to int16. */
-static inline int32_t fc_unit(const int8_t *weights, const int8_t *x, int32_t depth,
-                              int32_t bias, const kiln_requant_t *rq)
+static inline int32_t fc_s8(const int8_t *weights, const int8_t *x, int32_t depth,
+                            int32_t bias, const kiln_requant_t *rq)
 {
     int32_t acc = bias;
     for (int32_t k = 0; k < depth; ++k) {
@@ -81,15 +83,34 @@ static inline int32_t fc_unit(const int8_t *weights, const int8_t *x, int32_t de
     return clamp_s16(kiln_requantize(acc, rq->multiplier, rq->shift));
 }
 
-/* One gate's pre-activation of unit u: both FCs, added with int16 saturation. */
-static inline int16_t gate_unit(const kiln_lstm_gate_s8_t *g, const kiln_lstm_params_t *p,
-                                int32_t u, const int8_t *x, const int8_t *h)
+static inline int32_t fc_s16(const int8_t *weights, const int16_t *x, int32_t depth,
+                             int64_t bias, const kiln_requant_t *rq)
 {
-    const int32_t from_input = fc_unit(g->input_weights + u * p->input_size, x, p->input_size,
-                                       g->input_bias[u], &g->input_requant);
-    const int32_t from_hidden = fc_unit(g->recurrent_weights + u * p->state_size, h,
-                                        p->state_size, g->recurrent_bias[u],
-                                        &g->recurrent_requant);
+    int64_t acc = bias;
+    for (int32_t k = 0; k < depth; ++k) {
+        acc += (int32_t)weights[k] * (int32_t)x[k];
+    }
+    return clamp_s16(kiln_requantize64(acc, rq->multiplier, rq->shift));
+}
+
+/* One gate's pre-activation of unit u: both FCs, added with int16 saturation. */
+static inline int16_t gate_s8(const kiln_lstm_gate_s8_t *g, const kiln_lstm_cell_t *p,
+                              int32_t u, const int8_t *x, const int8_t *h)
+{
+    const int32_t from_input = fc_s8(g->input_weights + u * p->input_size, x, p->input_size,
+                                     g->input_bias[u], &g->input_requant);
+    const int32_t from_hidden = fc_s8(g->recurrent_weights + u * p->state_size, h,
+                                      p->state_size, g->recurrent_bias[u], &g->recurrent_requant);
+    return (int16_t)clamp_s16(from_input + from_hidden);
+}
+
+static inline int16_t gate_s16(const kiln_lstm_gate_s16_t *g, const kiln_lstm_cell_t *p,
+                               int32_t u, const int16_t *x, const int16_t *h)
+{
+    const int32_t from_input = fc_s16(g->input_weights + u * p->input_size, x, p->input_size,
+                                      g->bias[u], &g->input_requant);
+    const int32_t from_hidden = fc_s16(g->recurrent_weights + u * p->state_size, h,
+                                       p->state_size, 0, &g->recurrent_requant);
     return (int16_t)clamp_s16(from_input + from_hidden);
 }
 
@@ -98,23 +119,60 @@ static inline int32_t mul_rq(int32_t a, int32_t b, const kiln_requant_t *rq)
     return kiln_requantize(a * b, rq->multiplier, rq->shift);
 }
 
-int32_t kiln_lstm_s8_get_buffer_size(const kiln_lstm_params_t *params)
+/* The cell update of one unit from its four gate pre-activations (forget,
+ * input, cell, output); returns the new hidden value, requantized and offset
+ * but not yet clamped to the activation type. */
+static inline int32_t update_unit(const kiln_lstm_cell_t *p, int16_t forget, int16_t input,
+                                  int16_t cell_gate, int16_t output, int16_t *cell)
 {
-    return params->state_size;
+    const uint16_t *table = p->sigmoid_table;
+    const int32_t f = kiln_lstm_sigmoid_s16(table, forget);
+    const int32_t i = kiln_lstm_sigmoid_s16(table, input);
+    const int32_t g = kiln_lstm_tanh_s16(table, cell_gate, 3, 0);
+    const int32_t o = kiln_lstm_sigmoid_s16(table, output);
+    /* |products| <= 2^30: int16 x int16. */
+    const int32_t kept = clamp_s16(mul_rq(f, *cell, &p->forget_times_cell));
+    const int32_t added = clamp_s16(mul_rq(i, g, &p->input_times_cell));
+    int32_t c = clamp_s16(kept + added);
+    if (p->cell_clip >= 0) {
+        c = kiln_clamp(c, -p->cell_clip, p->cell_clip);
+    }
+    *cell = (int16_t)c;
+    const int32_t th = kiln_lstm_tanh_s16(table, (int16_t)c, p->cell_tanh_multiplier,
+                                          p->cell_tanh_shift);
+    return mul_rq(th, o, &p->tanh_times_output) + p->hidden_zero_point;
 }
 
-kiln_status_t kiln_lstm_s8(const kiln_context_t *ctx, const kiln_lstm_params_t *params,
+static int cell_params_valid(const kiln_context_t *ctx, const kiln_lstm_cell_t *p,
+                             int32_t scratch_bytes)
+{
+    return p->batches >= 0 && p->time_steps >= 0 && p->input_size >= 1 &&
+           p->state_size >= 1 && p->cell_tanh_shift >= 0 && p->cell_tanh_shift <= 31 &&
+           p->cell_clip >= -1 && p->sigmoid_table != NULL && ctx != NULL &&
+           ctx->buf != NULL && ctx->size >= scratch_bytes;
+}
+
+int32_t kiln_lstm_s8_get_buffer_size(const kiln_lstm_s8_params_t *params)
+{
+    return params->cell.state_size;
+}
+
+int32_t kiln_lstm_s16_get_buffer_size(const kiln_lstm_s16_params_t *params)
+{
+    return 2 * params->cell.state_size;
+}
+
+/* Both kernels walk the batch rows, then the steps, then the units; a row of
+ * the input and output is `row` = t * batches + b (time major) or
+ * b * time_steps + t. */
+kiln_status_t kiln_lstm_s8(const kiln_context_t *ctx, const kiln_lstm_s8_params_t *params,
                            const int8_t *input, int8_t *hidden_state, int16_t *cell_state,
                            int8_t *output)
 {
-    const kiln_lstm_params_t *p = params;
-    if (p->batches < 0 || p->time_steps < 0 || p->input_size < 1 || p->state_size < 1 ||
-        p->cell_tanh_shift < 0 || p->cell_tanh_shift > 31 || p->cell_clip < -1 ||
-        p->sigmoid_table == NULL ||
-        ctx == NULL || ctx->buf == NULL || ctx->size < p->state_size) {
+    const kiln_lstm_cell_t *p = &params->cell;
+    if (!cell_params_valid(ctx, p, kiln_lstm_s8_get_buffer_size(params))) {
         return KILN_ERR_ARG;
     }
-    const uint16_t *table = p->sigmoid_table;
     int8_t *new_hidden = (int8_t *)ctx->buf;
     for (int32_t b = 0; b < p->batches; ++b) {
         int8_t *h = hidden_state + b * p->state_size;
@@ -123,25 +181,46 @@ kiln_status_t kiln_lstm_s8(const kiln_context_t *ctx, const kiln_lstm_params_t *
             const int32_t row = p->time_major ? t * p->batches + b : b * p->time_steps + t;
             const int8_t *x = input + row * p->input_size;
             for (int32_t u = 0; u < p->state_size; ++u) {
-                const int32_t f = kiln_lstm_sigmoid_s16(table, gate_unit(&p->forget, p, u, x, h));
-                const int32_t i = kiln_lstm_sigmoid_s16(table, gate_unit(&p->input, p, u, x, h));
-                const int32_t g = kiln_lstm_tanh_s16(table, gate_unit(&p->cell, p, u, x, h), 3, 0);
-                const int32_t o = kiln_lstm_sigmoid_s16(table, gate_unit(&p->output, p, u, x, h));
-                /* |products| <= 2^30: int16 x int16. */
-                const int32_t kept = clamp_s16(mul_rq(f, cell[u], &p->forget_times_cell));
-                const int32_t added = clamp_s16(mul_rq(i, g, &p->input_times_cell));
-                int32_t c = clamp_s16(kept + added);
-                if (p->cell_clip >= 0) {
-                    c = kiln_clamp(c, -p->cell_clip, p->cell_clip);
-                }
-                cell[u] = (int16_t)c;
-                const int32_t th = kiln_lstm_tanh_s16(table, (int16_t)c, p->cell_tanh_multiplier,
-                                                      p->cell_tanh_shift);
-                new_hidden[u] = (int8_t)kiln_clamp(
-                    mul_rq(th, o, &p->tanh_times_output) + p->hidden_zero_point, -128, 127);
+                const int32_t v = update_unit(p, gate_s8(&params->forget_gate, p, u, x, h),
+                                              gate_s8(&params->input_gate, p, u, x, h),
+                                              gate_s8(&params->cell_gate, p, u, x, h),
+                                              gate_s8(&params->output_gate, p, u, x, h),
+                                              &cell[u]);
+                new_hidden[u] = (int8_t)kiln_clamp(v, INT8_MIN, INT8_MAX);
             }
             memcpy(h, new_hidden, (size_t)p->state_size);
             memcpy(output + row * p->state_size, new_hidden, (size_t)p->state_size);
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_lstm_s16(const kiln_context_t *ctx, const kiln_lstm_s16_params_t *params,
+                            const int16_t *input, int16_t *hidden_state, int16_t *cell_state,
+                            int16_t *output)
+{
+    const kiln_lstm_cell_t *p = &params->cell;
+    if (!cell_params_valid(ctx, p, kiln_lstm_s16_get_buffer_size(params))) {
+        return KILN_ERR_ARG;
+    }
+    int16_t *new_hidden = (int16_t *)ctx->buf;
+    const size_t row_bytes = (size_t)p->state_size * sizeof(int16_t);
+    for (int32_t b = 0; b < p->batches; ++b) {
+        int16_t *h = hidden_state + b * p->state_size;
+        int16_t *cell = cell_state + b * p->state_size;
+        for (int32_t t = 0; t < p->time_steps; ++t) {
+            const int32_t row = p->time_major ? t * p->batches + b : b * p->time_steps + t;
+            const int16_t *x = input + row * p->input_size;
+            for (int32_t u = 0; u < p->state_size; ++u) {
+                const int32_t v = update_unit(p, gate_s16(&params->forget_gate, p, u, x, h),
+                                              gate_s16(&params->input_gate, p, u, x, h),
+                                              gate_s16(&params->cell_gate, p, u, x, h),
+                                              gate_s16(&params->output_gate, p, u, x, h),
+                                              &cell[u]);
+                new_hidden[u] = (int16_t)clamp_s16(v);
+            }
+            memcpy(h, new_hidden, row_bytes);
+            memcpy(output + row * p->state_size, new_hidden, row_bytes);
         }
     }
     return KILN_OK;

@@ -1,4 +1,5 @@
-"""Lowering: UNIDIRECTIONAL_SEQUENCE_LSTM (int8 activations, int16 cell state) → kiln_lstm_s8.
+"""Lowering: UNIDIRECTIONAL_SEQUENCE_LSTM, int16 cell state, with int8 activations
+(kiln_lstm_s8) or int16 activations and int64 biases (16x8, kiln_lstm_s16).
 
 tflite-micro runs one integer LSTM: the standard (Keras) cell, with all four gates, no
 peephole, projection or layer norm (kernels/lstm_eval.cc's ValidateTensorStatus refuses
@@ -6,8 +7,9 @@ the rest), hidden and cell state as variable tensors updated in place. Every par
 is derived here as its Prepare (lstm_eval_common.cc) derives it:
 
 - each gate's two FCs (input → gate, hidden → gate) requantize their int32 accumulator
-  to int16 Q3.12 (scale 2^-12) with TFLM's FC multiplier: float32(input_scale ×
-  weight_scale), then divided by 2^-12 in double; only the input FC has a bias;
+  (int8) or int64 one (int16, TFLM's int64 MultiplyByQuantizedMultiplier) to int16
+  Q3.12 (scale 2^-12) with TFLM's FC multiplier: float32(input_scale × weight_scale),
+  then divided by 2^-12 in double; only the input FC has a bias;
 - the products: forget × cell → cell at 2^-15 · s_cell / s_cell, input × cell gate →
   cell at 2^-30 / s_cell, tanh(cell) × output → hidden at 2^-30 / s_hidden (double);
 - tanh(cell) scales its input by the cell scale's power of two p = round(log2 s_cell)
@@ -86,9 +88,10 @@ def _check(ctx: LowerCtx) -> str | None:
         return "missing input, hidden state or cell state"
     if not (h.is_variable and c.is_variable):
         return "the hidden and cell states must be variable tensors"
-    if x.dtype != "int8" or y.dtype != "int8" or h.dtype != "int8":
-        return (f"{x.dtype} activations are not supported (int8 input, output and hidden "
-                "state only)")
+    if x.dtype not in ("int8", "int16") or y.dtype != x.dtype or h.dtype != x.dtype:
+        return (f"{x.dtype} input, {h.dtype} hidden state and {y.dtype} output are not "
+                "supported (all int8, or all int16)")
+    wide = x.dtype == "int16"
     if c.dtype != "int16":
         return f"{c.dtype} cell state is not supported (int16 only)"
     weights = [ctx.input(i) for i in (*INPUT_WEIGHTS.values(), *RECURRENT_WEIGHTS.values())]
@@ -100,12 +103,16 @@ def _check(ctx: LowerCtx) -> str | None:
             return f"per-channel weights {w.name!r} are not supported (TFLM: per tensor)"
         if qparams(w)[1] != 0:
             return f"weights {w.name!r} have zero point {qparams(w)[1]} (must be 0)"
+    bias_type = "int64" if wide else "int32"
     for b in biases:
-        if b.dtype != "int32" or not b.is_const:
-            return f"bias {b.name!r} must be constant int32, got {b.dtype}"
+        if b.dtype != bias_type or not b.is_const:
+            return (f"bias {b.name!r} must be constant {bias_type} with {x.dtype} "
+                    f"activations, got {b.dtype}")
     for t in (x, y, h, c):
         if t.quant is None or t.quant.per_channel:
             return f"tensor {t.name!r} needs per-tensor quantization"
+        if wide and qparams(t)[1] != 0:
+            return f"int16 tensor {t.name!r} has zero point {qparams(t)[1]} (must be 0)"
     if qparams(c)[1] != 0:
         return f"cell state zero point {qparams(c)[1]} (must be 0)"
     o = op.options
@@ -137,8 +144,18 @@ def _check(ctx: LowerCtx) -> str | None:
     if not -40 <= power <= 2:
         return f"cell state scale {qparams(c)[0]:.6g} (2^{power}) is outside [2^-40, 2^2]"
     for name, (mult, shift) in _multipliers(ctx).items():
-        if shift > 30:
+        # kiln_requantize64 (the int16 FCs) takes shifts up to 7, kiln_requantize 30.
+        if shift > (7 if wide and name.endswith(("_input", "_recurrent")) else 30):
             return f"{name} scale is too large (multiplier shift {shift})"
+    if wide:
+        # TFLM's int64 requantization takes accumulators below 2^47.
+        for g in GATES:
+            for w, bias in ((ctx.input(INPUT_WEIGHTS[g]), ctx.input(BIASES[g]).data),
+                            (ctx.input(RECURRENT_WEIGHTS[g]), 0)):
+                worst = np.abs(bias) + 32768 * np.abs(w.data.astype(np.int64)).sum(axis=1)
+                if int(worst.max()) >= 1 << 47:
+                    return f"{g} gate: the int64 accumulator could reach 2^47 ({int(worst.max())})"
+        return None
     # The accumulators: |bias + input_offset · row sum| + 128 · sum|w|, as kiln folds them.
     for g in GATES:
         for w, offset, bias in ((ctx.input(INPUT_WEIGHTS[g]), -qparams(x)[1],
@@ -202,8 +219,15 @@ def _lstm_extremes(ctx: LowerCtx) -> list[Extreme]:
 
 
 def _gate_c(ctx: LowerCtx, g: str, mults: dict[str, tuple[int, int]]) -> str:
+    """One gate's initializer: kiln_lstm_gate_s8_t (folded int32 biases) or _s16_t."""
     x, h = ctx.input(INPUT), ctx.input(HIDDEN_STATE)
     w_in, w_rec = ctx.input(INPUT_WEIGHTS[g]), ctx.input(RECURRENT_WEIGHTS[g])
+    mi, si = mults[f"{g}_input"]
+    mr, sr = mults[f"{g}_recurrent"]
+    requants = f"{{{mi}, {si}}}, {{{mr}, {sr}}}"
+    if x.dtype == "int16":
+        return (f"    .{g}_gate = {{{ctx.ptr(w_in)}, {ctx.ptr(w_rec)}, "
+                f"{ctx.ptr(ctx.input(BIASES[g]))}, {requants}}},\n")
     bias = ctx.input(BIASES[g]).data.astype(np.int64)
     # TFLM adds the input offset inside the dot product; folded here (lstm.h).
     in_bias = bias - qparams(x)[1] * w_in.data.astype(np.int64).sum(axis=1)
@@ -212,10 +236,7 @@ def _gate_c(ctx: LowerCtx, g: str, mults: dict[str, tuple[int, int]]) -> str:
                      f"{g} gate bias + input offset x row sums of the input weights")
     rec_b = ctx.const(f"{g}_recurrent_bias", rec_bias.astype(np.int32), "int32_t",
                       f"hidden offset x row sums of the recurrent-to-{g} weights")
-    mi, si = mults[f"{g}_input"]
-    mr, sr = mults[f"{g}_recurrent"]
-    return (f"    .{g} = {{{ctx.ptr(w_in)}, {ctx.ptr(w_rec)}, {in_b}, {rec_b}, "
-            f"{{{mi}, {si}}}, {{{mr}, {sr}}}}},\n")
+    return f"    .{g}_gate = {{{ctx.ptr(w_in)}, {ctx.ptr(w_rec)}, {in_b}, {rec_b}, {requants}}},\n"
 
 
 @lowering("UNIDIRECTIONAL_SEQUENCE_LSTM", check=_check)
@@ -223,6 +244,7 @@ def lower_lstm(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(INPUT), ctx.output(0)
     h, c = ctx.input(HIDDEN_STATE), ctx.input(CELL_STATE)
     o = ctx.op.options
+    variant = "s16" if x.dtype == "int16" else "s8"
     batches, steps, depth = _sizes(ctx)
     state = int(ctx.input(INPUT_WEIGHTS["forget"]).shape[0])
     mults = _multipliers(ctx)
@@ -232,28 +254,34 @@ def lower_lstm(ctx: LowerCtx) -> LayerCode:
     clip = quantized_cell_clip(float(o.get("cell_clip", 0.0)), s_c)
     table = ctx.const("sigmoid_table", sigmoid_table_u16(), "uint16_t",
                       "sigmoid(i / 24) in Q0.16, i = 0..255")
-    lines = ["static const kiln_lstm_params_t params = {\n", f"    .sigmoid_table = {table},\n"]
+    (fm, fs), (im, is_), (tm, ts) = (mults[k] for k in
+                                     ("forget_times_cell", "input_times_cell", "tanh_times_output"))
+    lines = [f"static const kiln_lstm_{variant}_params_t params = {{\n",
+             "    .cell = {\n"
+             f"        .sigmoid_table = {table},\n"
+             f"        .forget_times_cell = {{{fm}, {fs}}},\n"
+             f"        .input_times_cell = {{{im}, {is_}}},\n"
+             f"        .tanh_times_output = {{{tm}, {ts}}},\n"
+             f"        .hidden_zero_point = {qparams(h)[1]},\n"
+             f"        .cell_clip = {clip},\n"
+             f"        .cell_tanh_multiplier = {tanh_mult},\n"
+             f"        .cell_tanh_shift = {tanh_shift},\n"
+             f"        .batches = {batches},\n"
+             f"        .time_steps = {steps},\n"
+             f"        .input_size = {depth},\n"
+             f"        .state_size = {state},\n"
+             f"        .time_major = {1 if o.get('time_major') else 0},\n"
+             "    },\n"]
     lines += [_gate_c(ctx, g, mults) for g in GATES]
-    for name in ("forget_times_cell", "input_times_cell", "tanh_times_output"):
-        m, s = mults[name]
-        lines.append(f"    .{name} = {{{m}, {s}}},\n")
-    lines.append(
-        f"    .hidden_zero_point = {qparams(h)[1]},\n"
-        f"    .cell_clip = {clip},\n"
-        f"    .cell_tanh_multiplier = {tanh_mult},\n"
-        f"    .cell_tanh_shift = {tanh_shift},\n"
-        f"    .batches = {batches},\n"
-        f"    .time_steps = {steps},\n"
-        f"    .input_size = {depth},\n"
-        f"    .state_size = {state},\n"
-        f"    .time_major = {1 if o.get('time_major') else 0},\n"
-        "};\n"
-        f"const kiln_context_t ctx = {{scratch, {state}}};\n"
-        f"return kiln_lstm_s8(&ctx, &params, {ctx.ptr(x)}, {ctx.ptr(h)}, {ctx.ptr(c)}, "
-        f"{ctx.ptr(y)});\n")
+    scratch = state * (2 if variant == "s16" else 1)
+    kernel = f"kiln_lstm_{variant}"
+    lines.append("};\n"
+                 f"const kiln_context_t ctx = {{scratch, {scratch}}};\n"
+                 f"return {kernel}(&ctx, &params, {ctx.ptr(x)}, {ctx.ptr(h)}, {ctx.ptr(c)}, "
+                 f"{ctx.ptr(y)});\n")
     macs = batches * steps * 4 * state * (depth + state)
     summary = (f"{state} units, {steps} steps x {batches} batches"
                f"{' (time major)' if o.get('time_major') else ''}, cell scale 2^{power}"
                + (f", cell clip {c_float(float(o['cell_clip']))[:-1]}" if clip >= 0 else ""))
-    return LayerCode(kernel="kiln_lstm_s8", body="".join(lines), scratch_bytes=state,
+    return LayerCode(kernel=kernel, body="".join(lines), scratch_bytes=scratch,
                      macs=macs, summary=summary)
