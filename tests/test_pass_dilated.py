@@ -206,7 +206,8 @@ def check_equal(got, want, patterns, what) -> None:
 def compile_without_fold(model: bytes, monkeypatch):
     # the module (kiln.compiler.compile is also the name of the function)
     compile_module = importlib.import_module("kiln.compiler.compile")
-    monkeypatch.setattr(compile_module, "optimize_graph", functools.partial(optimize, dilated=False))
+    monkeypatch.setattr(compile_module, "optimize_graph",
+                        functools.partial(optimize, dilated=False))
     return kiln_compile(load(model), board="host")
 
 
@@ -305,7 +306,8 @@ def test_unknown_batch_without_fold_is_refused_with_its_shapes(monkeypatch):
     from kiln.compiler.errors import ModelError
     model = pattern_model([Pattern("conv", 1, (1, 2), "VALID", size=(1, 16), kernel=(1, 3),
                                    unknown_batch=True)])
-    with pytest.raises(ModelError, match=r"SPACE_TO_BATCH_ND .*output shape \[1, 8, 4\] != \[2, 8, 4\]"):
+    with pytest.raises(ModelError,
+                       match=r"SPACE_TO_BATCH_ND .*output shape \[1, 8, 4\] != \[2, 8, 4\]"):
         compile_without_fold(model, monkeypatch)
 
 
@@ -372,7 +374,28 @@ def test_generated_c_builds_for_cortex_m(tmp_path):
     from kiln.project_gen import create_project
     require_tool("arm-none-eabi-gcc")
     require_tool("make")
-    for name, patterns in (("int8", FOLDABLE[:4] + UNFOLDABLE[:1]), ("int16", FOLDABLE16 + [replace(UNFOLDABLE[0], dtype="int16")])):
+    int16 = FOLDABLE16 + [replace(UNFOLDABLE[0], dtype="int16")]
+    for name, patterns in (("int8", FOLDABLE[:4] + UNFOLDABLE[:1]), ("int16", int16)):
         art = kiln_compile(load(pattern_model(patterns)), board="mps2-an386")
         report = create_project(art, board="mps2-an386", out_dir=tmp_path / name).build()
         assert report.flash.used > 0, name
+
+
+def test_bias_added_first_folds_too():
+    """bias + y is the same ADD as y + bias."""
+    g = _graph_of(Pattern("conv", 2, (2, 2), "SAME", bias_add=True))
+    add = next(op for op in g.ops if op.type == "ADD")
+    add.inputs.reverse()
+    assert [op.type for op in fold_dilated(g).ops] == ["CONV_2D", "ADD"]
+
+
+def test_malformed_patterns_are_errors_not_crashes():
+    """A SPACE_TO_BATCH_ND without its paddings, a conv without a filter: one ModelError."""
+    from kiln.compiler.errors import ModelError
+    p = Pattern("conv", 2, (2, 2), "VALID", size=(10, 10))
+    for op_index, drop in ((0, 2), (1, 1)):
+        g = _graph_of(p)
+        g.ops[op_index].inputs = g.ops[op_index].inputs[:drop]
+        assert [op.type for op in fold_dilated(g).ops][0] == "SPACE_TO_BATCH_ND"
+        with pytest.raises(ModelError):
+            kiln_compile(g, board="host")

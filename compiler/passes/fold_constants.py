@@ -5,14 +5,16 @@ at run time (SHAPE → STRIDED_SLICE → PACK → RESHAPE, or → FILL for an LS
 state). With static shapes every such op has a constant result; folding it leaves a
 plain RESHAPE with a constant shape, or a constant state.
 What folds: ops that only read static shapes (SHAPE, RANK, ZEROS_LIKE), FILL of a
-constant value (TFLite has no ONES_LIKE: the converter writes SHAPE → FILL for it), and integer (int32/int64) shape arithmetic on constants. Math
-on weights and activations (float or quantized values) stays in its ops, so nothing
-needs TFLite's rounding reproduced here.
+constant value (TFLite has no ONES_LIKE: the converter writes SHAPE → FILL for it),
+and integer (int32/int64) shape arithmetic on constants. Math on weights and
+activations (float or quantized values) stays in its ops, so nothing needs TFLite's
+rounding reproduced here.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -45,6 +47,12 @@ _INT_BINARY = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply,
                "MAXIMUM": np.maximum, "MINIMUM": np.minimum}
 
 
+# Inputs an op needs before it can be evaluated (a hostile model may give fewer).
+_ARITY = {"FILL": 2, "RANGE": 3, "BROADCAST_ARGS": 2, "SLICE": 3, "TRANSPOSE": 2, "TILE": 2,
+          "BROADCAST_TO": 2, "STRIDED_SLICE": 4, "GATHER": 2, "REDUCE_PROD": 2, "SUM": 2,
+          "REDUCE_MAX": 2, "REDUCE_MIN": 2, **{k: 2 for k in _INT_BINARY}}
+
+
 def _ints(x: np.ndarray | None) -> np.ndarray:
     """`x` if it holds int32/int64 shape values, else _CannotFold."""
     if x is None or x.dtype.type not in _SHAPE_DTYPES:
@@ -65,6 +73,18 @@ def _out_dtype(graph: Graph, op: Op, k: int = 0) -> np.dtype:
     return DTYPES[graph.tensor(op.outputs[k]).dtype]
 
 
+# A folded tensor is stored as a constant; anything larger stays an op (and a model
+# declaring a huge tensor cannot make this pass allocate it).
+MAX_FOLD_ELEMENTS = 1 << 20
+
+
+def _room(count: int, graph: Graph, op: Op) -> None:
+    """_CannotFold unless `count` elements are what the op's output declares, and few."""
+    out = graph.tensor(op.outputs[0])
+    if count != out.size or count > MAX_FOLD_ELEMENTS:
+        raise _CannotFold
+
+
 def _static(graph: Graph, op: Op, t: list) -> list[np.ndarray] | None:
     """Ops whose result depends on their input's static shape only (not its values)."""
     if op.type == "SHAPE":
@@ -72,6 +92,7 @@ def _static(graph: Graph, op: Op, t: list) -> list[np.ndarray] | None:
     if op.type == "RANK":
         return [np.array(len(t[0].shape), dtype=np.int32)]
     if op.type == "ZEROS_LIKE":         # raw zeros, whatever the quantization (TFLite's)
+        _room(t[0].size, graph, op)
         return [np.zeros(t[0].shape, dtype=_out_dtype(graph, op))]
     return None
 
@@ -86,29 +107,37 @@ def _axes(axis: np.ndarray, rank: int) -> tuple[int, ...]:
 
 
 def _evaluate(graph: Graph, op: Op) -> list[np.ndarray]:
+    if not op.outputs:
+        raise _CannotFold
     t = [graph.tensor(i) if i >= 0 else None for i in op.inputs]
     v = [x.data if x is not None else None for x in t]
     if t and t[0] is not None:
         static = _static(graph, op, t)
         if static is not None:
             return static
-    if any(x is None for x in v):
+    if any(x is None for x in v) or len(v) < _ARITY.get(op.type, 1):
         raise _CannotFold
     if op.type == "FILL":
         dims = _ints(v[0]).reshape(-1)
         if v[1].size != 1 or (dims < 0).any():
             raise _CannotFold
+        _room(math.prod(int(d) for d in dims), graph, op)
         return [np.full(tuple(int(d) for d in dims), v[1].reshape(()), dtype=_out_dtype(graph, op))]
     if op.type in _INT_BINARY and op.options.get("fused_activation_function", "NONE") == "NONE":
         a, b = _ints(v[0]), _ints(v[1])
         if op.type in ("FLOOR_DIV", "FLOOR_MOD") and (b == 0).any():
             raise _CannotFold
+        try:
+            _room(math.prod(np.broadcast_shapes(a.shape, b.shape)), graph, op)
+        except ValueError:
+            raise _CannotFold from None
         wide = _INT_BINARY[op.type](a.astype(object), b.astype(object))
         return [_exact(wide, np.result_type(a.dtype, b.dtype))]
     if op.type == "RANGE":
         start, limit, delta = (_ints(x).reshape(()) for x in v[:3])
         if int(delta) == 0:
             raise _CannotFold
+        _room(max(0, -(-(int(limit) - int(start)) // int(delta))), graph, op)
         return [np.arange(int(start), int(limit), int(delta))]
     if op.type == "BROADCAST_ARGS":
         try:
@@ -143,6 +172,7 @@ def _evaluate(graph: Graph, op: Op) -> list[np.ndarray]:
         return [np.transpose(x, [p % x.ndim for p in perm])]
     if op.type in ("TILE", "BROADCAST_TO"):
         x, arg = _ints(v[0]), _ints(v[1]).reshape(-1)
+        _room(math.prod(int(e) for e in arg) * (x.size if op.type == "TILE" else 1), graph, op)
         try:
             if op.type == "TILE":
                 if len(arg) != x.ndim or (arg < 0).any():
@@ -201,6 +231,7 @@ def fold_constants_in_place(graph: Graph) -> Graph:
             kept.append(op)
             continue
         for out, val in zip(outs, values):
-            out.data = np.asarray(val, dtype=DTYPES.get(out.dtype, np.asarray(val).dtype)).reshape(out.shape)
+            dtype = DTYPES.get(out.dtype, np.asarray(val).dtype)
+            out.data = np.asarray(val, dtype=dtype).reshape(out.shape)
     graph.ops = kept
     return graph

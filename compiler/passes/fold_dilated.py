@@ -35,6 +35,7 @@ when the model wrote 1 for an unknown batch.
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,16 +111,31 @@ def _same_quant(a: Tensor, b: Tensor) -> bool:
             and np.array_equal(a.quant.zero_point, b.quant.zero_point))
 
 
+# Inputs each op of the pattern must have (a hostile model may give fewer).
+_ARITY = {"SPACE_TO_BATCH_ND": 3, "BATCH_TO_SPACE_ND": 3, "EXPAND_DIMS": 2, "RESHAPE": 1,
+          "SQUEEZE": 1, "CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "ADD": 2, "PAD": 2, "PADV2": 2}
+
+
+def _well_formed(op: Op) -> bool:
+    n = _ARITY.get(op.type, 1)
+    return len(op.outputs) == 1 and len(op.inputs) >= n and all(i >= 0 for i in op.inputs[:n])
+
+
 def _only_reader(graph: Graph, consumers: dict[int, list[int]], tid: int) -> Op | None:
-    """The op that alone reads `tid`, once, if `tid` is no model output."""
+    """The op that alone reads `tid`, once, as its first input, if `tid` is no model
+    output (an ADD may read it second: bias + y)."""
     readers = consumers.get(tid, [])
     if len(readers) != 1 or tid in graph.outputs:
         return None
     op = graph.ops[readers[0]]
-    return op if op.inputs.count(tid) == 1 else None
+    if not _well_formed(op) or op.inputs.count(tid) != 1:
+        return None
+    return op if op.inputs[0] == tid or op.type == "ADD" else None
 
 
 def _match(graph: Graph, s2b: Op) -> _Chain | None:
+    if not _well_formed(s2b):
+        return None
     consumers = graph.consumers()
     x = graph.tensor(s2b.inputs[0])
     block = _const_ints(graph, s2b.inputs[1])
@@ -149,11 +165,13 @@ def _match(graph: Graph, s2b: Op) -> _Chain | None:
         return None
     nxt = _only_reader(graph, consumers, conv.outputs[0])
     if rank == 3:
-        if nxt is None or nxt.type not in _SQUEEZES or _unit_axis(graph, nxt, squeeze=True) != unit_axis:
+        if (nxt is None or nxt.type not in _SQUEEZES
+                or _unit_axis(graph, nxt, squeeze=True) != unit_axis):
             return None
         squeeze = nxt
         nxt = _only_reader(graph, consumers, squeeze.outputs[0])
-    if nxt is not None and nxt.type == "ADD" and _channel_constant(graph, nxt):
+    if nxt is not None and nxt.type == "ADD" and _channel_constant(
+            graph, nxt, (squeeze or conv).outputs[0]):
         bias = nxt
         nxt = _only_reader(graph, consumers, bias.outputs[0])
     after = [0] * spatial
@@ -222,11 +240,11 @@ def _plain_valid_conv(graph: Graph, conv: Op) -> bool:
             and len(graph.tensor(conv.inputs[0]).shape) == 4)
 
 
-def _channel_constant(graph: Graph, add: Op) -> bool:
-    """ADD of a constant that varies along the channel axis only (a bias)."""
+def _channel_constant(graph: Graph, add: Op, tid: int) -> bool:
+    """An ADD of `tid` and a constant that varies along the channel axis only (a bias)."""
     if len(add.inputs) != 2:
         return False
-    c = graph.tensor(add.inputs[1])
+    c = graph.tensor(add.inputs[1] if add.inputs[0] == tid else add.inputs[0])
     y = graph.tensor(add.outputs[0])
     return c.is_const and all(int(e) == 1 for e in c.shape[:-1]) and len(c.shape) <= len(y.shape)
 
@@ -285,7 +303,7 @@ def _fold_padding(graph: Graph, chain: _Chain) -> str | None:
 
 
 def _true_batch(graph: Graph, chain: _Chain) -> int:
-    return int(graph.tensor(chain.s2b.inputs[0]).shape[0]) * int(np.prod(chain.block))
+    return int(graph.tensor(chain.s2b.inputs[0]).shape[0]) * math.prod(chain.block)
 
 
 # --------------------------------------------------------------------------- rewriting
