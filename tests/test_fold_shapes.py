@@ -167,6 +167,11 @@ def test_what_does_not_fold():
     # arithmetic on quantized values stays in its op
     q = TensorSpec((2,), **Q, data=np.array([1, 2], np.int8))
     assert _fold_one("ADD", [q, q], TensorSpec((2,), **Q)) is None
+    # a FILL, RANGE or TILE larger than its output declares (a hostile model)
+    assert _fold_one("FILL", [const([1 << 15, 1 << 15]), const(0, shape=())], i32((2,))) is None
+    assert _fold_one("RANGE", [const(0, shape=()), const((1 << 31) - 1, shape=()),
+                               const(1, shape=())], i32((3,))) is None
+    assert _fold_one("TILE", [const([1, 2]), const([1 << 30])], i32((4,))) is None
     # FILL with a shape computed at run time
     tensors = [TensorSpec((2,), "int32"), const(0, "int8", shape=(), **Q), TensorSpec((1, 2), **Q)]
     g = fold_constants(load(build_model([OpSpec("FILL", [0, 1], [2])], tensors, [0], [2])))

@@ -57,11 +57,12 @@ class Pattern:
     unknown_batch: bool = False      # batch 1 written for the pattern's inner tensors
     crops: list | None = None        # override TF's crops (a pattern that is no conv)
     dtype: str = "int8"
+    reshapes: bool = False           # dims 1: RESHAPE in place of EXPAND_DIMS / SQUEEZE
     seed: int = 0
 
     @property
     def label(self) -> str:
-        extra = "".join(f" {k}" for k in ("bias_add", "pad_op", "unknown_batch")
+        extra = "".join(f" {k}" for k in ("bias_add", "pad_op", "unknown_batch", "reshapes")
                         if getattr(self, k))
         return (f"{self.kind} {self.dims}-D d{self.dilation} {self.padding} {self.size} "
                 f"k{self.kernel}{extra}")
@@ -119,8 +120,10 @@ class Pattern:
         cur = add(self.act([batch] + sub + [self.cin]))
         ops.append(OpSpec("SPACE_TO_BATCH_ND", [x, add(const(block)), add(const(pads))], [cur]))
         if self.dims == 1:
-            e = add(self.act([batch, 1, sub[0], self.cin]))
-            ops.append(OpSpec("EXPAND_DIMS", [cur, add(const([1]))], [e]))
+            shape = [batch, 1, sub[0], self.cin]
+            e = add(self.act(shape))
+            ops.append(OpSpec("RESHAPE", [cur, add(const([-1] + shape[1:]))], [e])
+                       if self.reshapes else OpSpec("EXPAND_DIMS", [cur, add(const([1]))], [e]))
             cur = e
         y = add(self.act([batch] + ([1] if self.dims == 1 else []) + conv_sp + [c_out], (SY, ZY)))
         options = {"padding": "VALID"}
@@ -130,8 +133,10 @@ class Pattern:
                           [cur, add(w), add(b)], [y], options))
         cur = y
         if self.dims == 1:
-            s = add(self.act([batch] + conv_sp + [c_out], (SY, ZY)))
-            ops.append(OpSpec("SQUEEZE", [cur], [s], {"squeeze_dims": [1]}))
+            shape = [batch] + conv_sp + [c_out]
+            s = add(self.act(shape, (SY, ZY)))
+            ops.append(OpSpec("RESHAPE", [cur, add(const([-1] + shape[1:]))], [s])
+                       if self.reshapes else OpSpec("SQUEEZE", [cur], [s], {"squeeze_dims": [1]}))
             cur = s
         if self.bias_add:
             a = add(self.act(tensors[cur].shape, (SY, ZY)))
@@ -221,6 +226,7 @@ FOLDABLE = [
     Pattern("conv", 1, (1, 4), "SAME", size=(1, 30), kernel=(1, 3), cin=3, cout=5),
     Pattern("dw", 1, (1, 4), "VALID", size=(1, 25), kernel=(1, 2)),
     Pattern("dw", 1, (1, 2), "SAME", size=(1, 11), kernel=(1, 5)),
+    Pattern("conv", 1, (1, 2), "SAME", size=(1, 14), kernel=(1, 3), reshapes=True),
     Pattern("conv", 2, (2, 2), "SAME", bias_add=True),
     Pattern("conv", 2, (2, 2), "VALID", pad_op=True),
     Pattern("conv", 1, (1, 2), "SAME", size=(1, 16), kernel=(1, 3), unknown_batch=True),
