@@ -293,3 +293,28 @@ def test_mean_sum_s16(op):
     for g, w, label in zip(art.run(*inputs), want, labels):
         assert_equal_exact(g, w, label)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_reduce_sum_requant_s16"}
+
+
+@pytest.mark.parametrize("op", ["MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"])
+def test_binary_s16_more(op):
+    rng = np.random.default_rng({"MAXIMUM": 15, "MINIMUM": 16, "SQUARED_DIFFERENCE": 17}[op])
+    cases = []
+    for i in range(16):
+        sa, sb = BROADCAST[i % len(BROADCAST)]
+        s1, s2 = _scale(rng), _scale(rng)
+        if op == "SQUARED_DIFFERENCE":     # output multipliers below and above one
+            so = float(np.float32(max(s1, s2) ** 2 * 32768 * rng.uniform(0.01, 3.0)))
+        else:
+            s2 = so = s1                   # TFLM compares raw values
+        cases.append(Case(op, [s16(sa, s1), s16(sb, s2)], s16(_out_shape(sa, sb), so)))
+    art = run_cases(cases, rng)
+    assert {o["kernel"] for o in art.report["ops"]} == {f"kiln_{op.lower()}_s16"}
+
+
+def test_abs_s16_all_inputs():
+    rng = np.random.default_rng(18)
+    scales = [(1e-3, 1e-3), (1e-3, 2e-3), (5e-4, 1e-4), (2e-4, 7e-4)]
+    cases = [Case("ABS", [s16((256, 256), si)], s16((256, 256), so)) for si, so in scales]
+    inputs = [[rng.permutation(ALL_INT16).reshape(256, 256)] for _ in cases]
+    art = run_cases(cases, rng, inputs)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_leaky_relu_s16"}

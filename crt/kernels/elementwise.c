@@ -356,10 +356,54 @@ kiln_status_t kiln_maximum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
                                output_dims, output, maximum_row);
 }
 
+static void maximum_row_s16(const void *params, const void *a_row, int32_t a_step,
+                            const void *b_row, int32_t b_step, void *out_row, int32_t len)
+{
+    const int16_t *a = (const int16_t *)a_row;
+    const int16_t *b = (const int16_t *)b_row;
+    int16_t *out = (int16_t *)out_row;
+    (void)params;
+    for (int32_t i = 0; i < len; ++i) {
+        const int16_t x = a[i * a_step];
+        const int16_t y = b[i * b_step];
+        out[i] = x > y ? x : y;
+    }
+}
+
+kiln_status_t kiln_maximum_s16(const kiln_dims_t *input1_dims, const int16_t *input1,
+                               const kiln_dims_t *input2_dims, const int16_t *input2,
+                               const kiln_dims_t *output_dims, int16_t *output)
+{
+    return kiln_broadcast_rows(NULL, 2, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, maximum_row_s16);
+}
+
 kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *input1,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
     return kiln_broadcast_rows(NULL, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, minimum_row);
+}
+
+static void minimum_row_s16(const void *params, const void *a_row, int32_t a_step,
+                            const void *b_row, int32_t b_step, void *out_row, int32_t len)
+{
+    const int16_t *a = (const int16_t *)a_row;
+    const int16_t *b = (const int16_t *)b_row;
+    int16_t *out = (int16_t *)out_row;
+    (void)params;
+    for (int32_t i = 0; i < len; ++i) {
+        const int16_t x = a[i * a_step];
+        const int16_t y = b[i * b_step];
+        out[i] = x < y ? x : y;
+    }
+}
+
+kiln_status_t kiln_minimum_s16(const kiln_dims_t *input1_dims, const int16_t *input1,
+                               const kiln_dims_t *input2_dims, const int16_t *input2,
+                               const kiln_dims_t *output_dims, int16_t *output)
+{
+    return kiln_broadcast_rows(NULL, 2, input1_dims, input1, input2_dims, input2,
+                               output_dims, output, minimum_row_s16);
 }

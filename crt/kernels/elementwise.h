@@ -124,6 +124,15 @@ kiln_status_t kiln_minimum_s8(const kiln_dims_t *input1_dims, const int8_t *inpu
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output);
 
+/* The same on raw int16 values. */
+kiln_status_t kiln_maximum_s16(const kiln_dims_t *input1_dims, const int16_t *input1,
+                               const kiln_dims_t *input2_dims, const int16_t *input2,
+                               const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_minimum_s16(const kiln_dims_t *input1_dims, const int16_t *input1,
+                               const kiln_dims_t *input2_dims, const int16_t *input2,
+                               const kiln_dims_t *output_dims, int16_t *output);
+
 #ifdef __cplusplus
 }
 #endif

@@ -44,6 +44,13 @@ kiln_status_t kiln_squared_difference_s8(const kiln_squared_difference_params_t 
                                          const kiln_dims_t *input2_dims, const int8_t *input2,
                                          const kiln_dims_t *output_dims, int8_t *output);
 
+/* int16 SQUARED_DIFFERENCE (TFLM: zero points 0, left_shift 0, the int16 output
+ * range): the same arithmetic; KILN_ERR_ARG for a nonzero offset or shift. */
+kiln_status_t kiln_squared_difference_s16(const kiln_squared_difference_params_t *params,
+                                          const kiln_dims_t *input1_dims, const int16_t *input1,
+                                          const kiln_dims_t *input2_dims, const int16_t *input2,
+                                          const kiln_dims_t *output_dims, int16_t *output);
+
 /* PRELU: v = x + input_offset;
  *   y = clamp(requant(v, positive) + output_offset)                           if v >= 0
  *   y = clamp(requant(v * (alpha + alpha_offset), negative) + output_offset)  otherwise

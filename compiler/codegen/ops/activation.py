@@ -507,7 +507,7 @@ def _unary_check(ctx: LowerCtx) -> str | None:
     return int8_unary_check(ctx)
 
 
-_IDENTITY = (1 << 30, 1)          # requantization by exactly 1.0
+IDENTITY_REQUANT = (1 << 30, 1)   # requantization by exactly 1.0
 
 
 def _requant_s16(real: float) -> tuple[int, int]:
@@ -515,7 +515,7 @@ def _requant_s16(real: float) -> tuple[int, int]:
     return (m, shift) if -31 <= shift <= 30 else (0, 0)
 
 
-def _relu_s16_layer(ctx: LowerCtx, positive: tuple[int, int], negative: tuple[int, int],
+def relu_s16_layer(ctx: LowerCtx, positive: tuple[int, int], negative: tuple[int, int],
                     lo: int, hi: int, what: str) -> LayerCode:
     """A kiln_leaky_relu_s16 call (RELU, RELU6 and LEAKY_RELU at int16)."""
     x, y = ctx.input(0), ctx.output(0)
@@ -549,7 +549,7 @@ def lower_relu(ctx: LowerCtx) -> LayerCode:
     if x.dtype == "int16":
         # ReluPrepare: act_min 0 -> output zero point + roundf(0 / scale), i.e. the zero point.
         m = _requant_s16(float(qparams(x)[0]) / float(qparams(y)[0]))
-        return _relu_s16_layer(ctx, m, m, max(-32768, qparams(y)[1]), 32767,
+        return relu_s16_layer(ctx, m, m, max(-32768, qparams(y)[1]), 32767,
                                "requantize, clamp at output zero point")
     table = relu_table(*qparams(x), *qparams(y))
     return lut_layer(ctx, table, x, y, "requantize, clamp at output zero point")
@@ -562,7 +562,7 @@ def lower_relu6(ctx: LowerCtx) -> LayerCode:
         scale, zero = qparams(x)
         six = round_half_away(float(np.float32(6.0) / np.float32(scale))) + zero
         six = int(min(max(six, -32768), 32767))
-        return _relu_s16_layer(ctx, _IDENTITY, _IDENTITY, min(zero, six), six,
+        return relu_s16_layer(ctx, IDENTITY_REQUANT, IDENTITY_REQUANT, min(zero, six), six,
                                "clamp to [0, 6] in the input domain")
     return lut_layer(ctx, relu6_table(*qparams(x)), x, y, "clamp to [0, 6] in the input domain")
 
@@ -589,7 +589,7 @@ def lower_leaky_relu(ctx: LowerCtx) -> LayerCode:
     if x.dtype == "int16":
         # leaky_relu_common.cc's two multipliers in double, as leaky_relu_table.
         si, so = float(qparams(x)[0]), float(qparams(y)[0])
-        return _relu_s16_layer(ctx, _requant_s16(si / so),
+        return relu_s16_layer(ctx, _requant_s16(si / so),
                                _requant_s16(si * float(np.float32(alpha)) / so),
                                -32768, 32767, f"alpha {alpha:.6g}")
     table = leaky_relu_table(*qparams(x), *qparams(y), alpha)

@@ -1,5 +1,4 @@
-"""Lowerings: int8 ADD, SUB, MUL, MAXIMUM, MINIMUM and int16 ADD, SUB, MUL (with
-broadcasting).
+"""Lowerings: ADD, SUB, MUL, MAXIMUM, MINIMUM at int8 and int16 (with broadcasting).
 
 Parameters are derived as TFLM's Prepare() does (add_common.cc, sub_common.cc,
 mul_common.cc): multipliers in double from the float32 scales. int16 (16x8 models) is
@@ -104,7 +103,7 @@ def check_broadcast(ctx: LowerCtx, dtypes: tuple[str, ...]) -> str | None:
 
 
 def _check_binary(ctx: LowerCtx, quantized: bool = True) -> str | None:
-    problem = check_broadcast(ctx, ("int8", "int16") if quantized else ("int8",))
+    problem = check_broadcast(ctx, ("int8", "int16"))
     if problem:
         return problem
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
@@ -296,7 +295,8 @@ def _check_max_min(ctx: LowerCtx) -> str | None:
 
 @lowering("MAXIMUM", "MINIMUM", check=_check_max_min)
 def lower_maximum_minimum(ctx: LowerCtx) -> LayerCode:
-    kernel = "kiln_maximum_s8" if ctx.op.type == "MAXIMUM" else "kiln_minimum_s8"
+    bits = 16 if ctx.output(0).dtype == "int16" else 8
+    kernel = f"kiln_{ctx.op.type.lower()}_s{bits}"
     summary, dims = _dims_decls(ctx)
     body = [*dims, _call(kernel, ctx, None)]
     return LayerCode(kernel=kernel, body="\n".join(body), summary=summary)

@@ -1,4 +1,5 @@
-"""Lowerings: int8 ABS, RSQRT, SQUARED_DIFFERENCE and PRELU.
+"""Lowerings: int8 ABS, RSQRT, SQUARED_DIFFERENCE and PRELU; int16 ABS and
+SQUARED_DIFFERENCE (the int16 forms tflite-micro has).
 
 ABS and RSQRT are unary, so each becomes a 256-entry table (`kiln_lut_s8`, see
 activation.py) filled by running TFLM's integer recipe (micro/kernels/elementwise.cc)
@@ -19,8 +20,9 @@ import numpy as np
 from ...numerics import quantize_multiplier, requantize
 from ..lowering import LayerCode, LowerCtx, c_dims, lowering, qparams
 from . import fixedpoint
-from .activation import int8_unary_check, lut_layer
-from .elementwise import broadcast_shape, check_broadcast_int8, collapse_broadcast
+from .activation import (IDENTITY_REQUANT, int8_unary_check, int16_unary_check, lut_layer,
+                         relu_s16_layer)
+from .elementwise import broadcast_shape, check_broadcast, collapse_broadcast
 
 _INT8 = np.arange(-128, 128, dtype=np.int64)        # every int8 input, table order
 _RSQRT_SHIFT = 20                                   # TFLM's kShift in RsqrtEvalQuantized
@@ -113,12 +115,15 @@ def prelu_table(input_scale: float, input_zero_point: int, alpha: int, alpha_sca
     return _clamp8(output_zero_point + np.where(x >= 0, requantize(x, m1, s1), negative))
 
 
-def squared_difference_multipliers(s1: float, s2: float, so: float) -> tuple[float, float, float]:
-    """squared_difference.cc's PrepareQuantized with left shift 7: the inputs on a
-    common scale (twice the larger one), the squared difference back to the output.
-    2^14 * output scale is a float32 product in TFLM (exact: a power of two)."""
+def squared_difference_multipliers(s1: float, s2: float, so: float,
+                                   left_shift: int = _SQDIFF_LEFT_SHIFT
+                                   ) -> tuple[float, float, float]:
+    """squared_difference.cc's PrepareQuantized with left shift 7 (int8; 0 at int16): the
+    inputs on a common scale (twice the larger one), the squared difference back to the
+    output. 2^(2 left shift) * output scale is a float32 product in TFLM (exact: a power
+    of two)."""
     twice_max = 2.0 * max(float(s1), float(s2))
-    denominator = float(np.float32(1 << (2 * _SQDIFF_LEFT_SHIFT)) * np.float32(so))
+    denominator = float(np.float32(1 << (2 * left_shift)) * np.float32(so))
     return float(s1) / twice_max, float(s2) / twice_max, twice_max * twice_max / denominator
 
 
@@ -140,10 +145,17 @@ def _shift_problem(what: str, real: float) -> str | None:
     return None
 
 
-def _check_binary(ctx: LowerCtx) -> str | None:
-    """Two int8 inputs that broadcast to the output, all per-tensor quantized."""
-    return (check_broadcast_int8(ctx)
-            or _per_tensor(ctx.input(0), ctx.input(1), ctx.output(0)))
+def _check_binary(ctx: LowerCtx, dtypes: tuple[str, ...] = ("int8",)) -> str | None:
+    """Two inputs that broadcast to the output, all per-tensor quantized; int16 (where
+    allowed) with zero points 0, as TFLM requires."""
+    problem = (check_broadcast(ctx, dtypes)
+               or _per_tensor(ctx.input(0), ctx.input(1), ctx.output(0)))
+    if problem or ctx.output(0).dtype != "int16":
+        return problem
+    for t in (ctx.input(0), ctx.input(1), ctx.output(0)):
+        if qparams(t)[1] != 0:
+            return f"int16 tensor {t.name} needs zero point 0 (got {qparams(t)[1]})"
+    return None
 
 
 def _check_rsqrt(ctx: LowerCtx) -> str | None:
@@ -157,12 +169,17 @@ def _check_rsqrt(ctx: LowerCtx) -> str | None:
     return None
 
 
+def _sqdiff_left_shift(ctx: LowerCtx) -> int:
+    return 0 if ctx.output(0).dtype == "int16" else _SQDIFF_LEFT_SHIFT
+
+
 def _check_squared_difference(ctx: LowerCtx) -> str | None:
-    problem = _check_binary(ctx)
+    problem = _check_binary(ctx, ("int8", "int16"))
     if problem:
         return problem
     _, _, real_out = squared_difference_multipliers(
-        qparams(ctx.input(0))[0], qparams(ctx.input(1))[0], qparams(ctx.output(0))[0])
+        qparams(ctx.input(0))[0], qparams(ctx.input(1))[0], qparams(ctx.output(0))[0],
+        _sqdiff_left_shift(ctx))
     return _shift_problem("output", real_out)
 
 
@@ -177,9 +194,26 @@ def _check_prelu(ctx: LowerCtx) -> str | None:
 
 # --- lowerings -----------------------------------------------------------------------
 
-@lowering("ABS", check=int8_unary_check)
+def _check_abs(ctx: LowerCtx) -> str | None:
+    if ctx.input(0) is None or ctx.input(0).dtype != "int16":
+        return int8_unary_check(ctx)
+    problem = int16_unary_check(ctx)
+    if problem:
+        return problem
+    return _shift_problem("output", qparams(ctx.input(0))[0] / qparams(ctx.output(0))[0])
+
+
+@lowering("ABS", check=_check_abs)
 def lower_abs(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
+    if x.dtype == "int16":
+        # AbsEvalQuantized: |v| rescaled only when the float32 scales differ. requant(v, -m)
+        # for v < 0 is requant(|v|, m) exactly (the same product), so ABS is the
+        # piecewise-linear kernel with slopes m and -m.
+        (si, _), (so, _) = qparams(x), qparams(y)
+        m = IDENTITY_REQUANT if np.float32(si) == np.float32(so) else \
+            quantize_multiplier(float(si) / float(so))
+        return relu_s16_layer(ctx, m, (-m[0], m[1]), -32768, 32767, "|x|, requantized")
     return lut_layer(ctx, abs_table(*qparams(x), *qparams(y)), x, y, "|x|, requantized")
 
 
@@ -211,22 +245,24 @@ def _requant_literal(real: float) -> str:
 def lower_squared_difference(ctx: LowerCtx) -> LayerCode:
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
     (s1, z1), (s2, z2), (so, zo) = qparams(a), qparams(b), qparams(out)
-    r1, r2, ro = squared_difference_multipliers(s1, s2, so)
+    left_shift = _sqdiff_left_shift(ctx)
+    r1, r2, ro = squared_difference_multipliers(s1, s2, so, left_shift)
     summary, dims = _broadcast_dims(ctx, ("input1", "input2"))
+    kernel = f"kiln_squared_difference_s{16 if out.dtype == 'int16' else 8}"
     body = [
         "static const kiln_squared_difference_params_t params = {",
         f"    .input1_offset = {-z1},",
         f"    .input2_offset = {-z2},",
         f"    .output_offset = {zo},",
-        f"    .left_shift = {_SQDIFF_LEFT_SHIFT},",
+        f"    .left_shift = {left_shift},",
         f"    .input1 = {_requant_literal(r1)}",
         f"    .input2 = {_requant_literal(r2)}",
         f"    .output = {_requant_literal(ro)}",
         "};",
         *dims,
-        f"return kiln_squared_difference_s8(&params, &input1_dims, {ctx.ptr(a)}, "
+        f"return {kernel}(&params, &input1_dims, {ctx.ptr(a)}, "
         f"&input2_dims, {ctx.ptr(b)}, &output_dims, {ctx.ptr(out)});"]
-    return LayerCode(kernel="kiln_squared_difference_s8", body="\n".join(body),
+    return LayerCode(kernel=kernel, body="\n".join(body),
                      summary=summary, macs=out.size)
 
 
