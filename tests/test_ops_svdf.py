@@ -42,6 +42,7 @@ class SvdfCase:
     saturate: bool = False        # a tiny state scale: the state sits at its type's limits
                                   # and the int32 time sums wrap
     output_zero_point: int | None = None   # None: random (-128 for RELU, as converted)
+    state_zero_point: int | None = None    # None: 0 for int16 (as converted), random for int8
 
     @property
     def units(self) -> int:
@@ -82,6 +83,8 @@ def svdf_tensors(case: SvdfCase) -> tuple[list[TensorSpec | None], TensorSpec]:
     elif case.act == "RELU":
         zy = -128
     zst = 0 if case.state == "int16" else int(rng.integers(-20, 21))
+    if case.state_zero_point is not None:
+        zst = case.state_zero_point
     wt_data = rand_int((f, m), rng, case.state)
     inputs: list[TensorSpec | None] = [
         TensorSpec((b, i), "int8", scale=sx, zero_point=zx),
@@ -185,6 +188,7 @@ CASES = [
     SvdfCase(4, 3, 2, 2, 10, seed=5),                    # one unit
     SvdfCase(2, 40, 16, 2, 16, saturate=True, seed=6),
     SvdfCase(1, 24, 10, 1, 6, act="RELU6", seed=7),      # any activation: not applied
+    SvdfCase(2, 10, 6, 2, 4, saturate=True, state_zero_point=-300, seed=8),   # wraps
 ]
 CASES_S8 = [
     SvdfCase(1, 5, 4, 1, 3, state="int8", seed=10),
