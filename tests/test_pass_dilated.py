@@ -58,6 +58,7 @@ class Pattern:
     crops: list | None = None        # override TF's crops (a pattern that is no conv)
     dtype: str = "int8"
     reshapes: bool = False           # dims 1: RESHAPE in place of EXPAND_DIMS / SQUEEZE
+    batch: int = 1                   # the model input's batch
     seed: int = 0
 
     @property
@@ -76,7 +77,7 @@ class Pattern:
     def out_shape(self) -> list[int]:
         c = self.cin if self.kind == "dw" else self.cout
         sp = [s if self.padding == "SAME" else s - (k - 1) * d for s, k, d in self.axes()]
-        return [1] + sp + [c]
+        return [self.batch] + sp + [c]
 
     def filter_shape(self) -> tuple[int, int, int, int]:
         kh, kw = self.kernel if self.dims == 2 else (1, self.kernel[1])
@@ -113,7 +114,7 @@ class Pattern:
             sub.append((s + p[0] + p[1]) // d)
         crops = self.crops or crops
         block = [d for _, _, d in axes]
-        batch = 1 if self.unknown_batch else int(np.prod(block))
+        batch = 1 if self.unknown_batch else self.batch * int(np.prod(block))
         c_out = self.filter_shape()[3 if self.kind == "dw" else 0]
         conv_sp = [s - k + 1 for s, (_, k, _) in zip(sub, axes)]
         w, b, bias_add = self.weights()
@@ -151,12 +152,12 @@ class Pattern:
             conv_sp = [e + 1 for e in conv_sp]
             cur = p
         spatial = [c * d - cr[0] - cr[1] for c, d, cr in zip(conv_sp, block, crops)]
-        out = add(self.act([1] + spatial + [c_out], (SY, ZY)))
+        out = add(self.act([self.batch] + spatial + [c_out], (SY, ZY)))
         ops.append(OpSpec("BATCH_TO_SPACE_ND", [cur, add(const(block)), add(const(crops))], [out]))
         return out
 
     def input_shape(self) -> list[int]:
-        return [1] + [s for s, _, _ in self.axes()] + [self.cin]
+        return [self.batch] + [s for s, _, _ in self.axes()] + [self.cin]
 
     def build_direct(self, tensors: list[TensorSpec], ops: list[OpSpec], x: int) -> int:
         """The same layer as one dilated convolution over an NHWC (dims 1: N1WC) input."""
@@ -166,7 +167,7 @@ class Pattern:
 
         w, b, bias_add = self.weights()
         out = self.out_shape()
-        out4 = out if self.dims == 2 else [1, 1] + out[1:]
+        out4 = out if self.dims == 2 else [out[0], 1] + out[1:]
         y = add(self.act(out4, (SY, ZY)))
         options = {"padding": self.padding, "dilation_h_factor": self.dilation[0],
                    "dilation_w_factor": self.dilation[1]}
@@ -189,7 +190,7 @@ def pattern_model(patterns: list[Pattern], direct: bool = False) -> bytes:
     for p in patterns:
         shape = p.input_shape()
         if direct and p.dims == 1:
-            shape = [1, 1] + shape[1:]
+            shape = [shape[0], 1] + shape[1:]
         tensors.append(p.act(shape))
         ins.append(len(tensors) - 1)
         outs.append((p.build_direct if direct else p.build)(tensors, ops, ins[-1]))
@@ -227,6 +228,8 @@ FOLDABLE = [
     Pattern("dw", 1, (1, 4), "VALID", size=(1, 25), kernel=(1, 2)),
     Pattern("dw", 1, (1, 2), "SAME", size=(1, 11), kernel=(1, 5)),
     Pattern("conv", 1, (1, 2), "SAME", size=(1, 14), kernel=(1, 3), reshapes=True),
+    Pattern("conv", 2, (2, 2), "SAME", size=(6, 7), batch=3),
+    Pattern("dw", 1, (1, 4), "VALID", size=(1, 19), kernel=(1, 3), batch=2),
     Pattern("conv", 2, (2, 2), "SAME", bias_add=True),
     Pattern("conv", 2, (2, 2), "VALID", pad_op=True),
     Pattern("conv", 1, (1, 2), "SAME", size=(1, 16), kernel=(1, 3), unknown_batch=True),
@@ -266,7 +269,7 @@ def test_fold_gives_one_dilated_conv_bit_exact(patterns):
     got = art.run(*xs)
     check_equal(got, run_tflite_ref(model, xs), patterns, "TFLite reference (pattern)")
     check_equal(got, run_reference(pattern_model(patterns, direct=True),
-                                   [x.reshape(1, 1, -1, x.shape[-1]) if p.dims == 1 else x
+                                   [x.reshape(x.shape[0], 1, -1, x.shape[-1]) if p.dims == 1 else x
                                     for x, p in zip(xs, patterns)]),
                 patterns, "tflite-micro (one dilated conv)")
     # tflite-micro does not resize tensors: on a pattern written with batch 1 inside it
@@ -321,6 +324,7 @@ UNFOLDABLE = [
     # crops that are not TF's: the B2S output starts one sample later than any conv's
     Pattern("conv", 2, (2, 2), "VALID", size=(10, 10), crops=[[1, 1], [0, 0]]),
     Pattern("dw", 1, (1, 2), "VALID", size=(1, 12), kernel=(1, 3), crops=[[2, 0]]),
+    Pattern("conv", 2, (2, 2), "VALID", size=(8, 8), crops=[[0, 0], [1, 1]], batch=2),
     # the same with batch 1 written inside: the pass sets the batch the tensors hold
     Pattern("conv", 2, (2, 2), "VALID", size=(10, 10), crops=[[1, 1], [0, 0]],
             unknown_batch=True),
