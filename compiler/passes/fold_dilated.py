@@ -75,10 +75,7 @@ def fold_dilated(graph: Graph) -> Graph:
 
 
 def fold_dilated_in_place(graph: Graph) -> Graph:
-    removed: set[int] = set()
-    for op in list(graph.ops):
-        if op.type != "SPACE_TO_BATCH_ND" or id(op) in removed:
-            continue
+    for op in [op for op in graph.ops if op.type == "SPACE_TO_BATCH_ND"]:
         chain = _match(graph, op)
         if chain is None:
             continue
@@ -87,8 +84,8 @@ def fold_dilated_in_place(graph: Graph) -> Graph:
             _repair_batch(graph, chain)
             continue
         _rewrite(graph, chain, padding)
-        removed |= {id(o) for o in (chain.s2b, chain.pad, chain.b2s) if o is not None}
-    graph.ops = [op for op in graph.ops if id(op) not in removed]
+        gone = {id(o) for o in (chain.s2b, chain.pad, chain.b2s) if o is not None}
+        graph.ops = [o for o in graph.ops if id(o) not in gone]
     return graph
 
 
