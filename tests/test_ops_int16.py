@@ -318,3 +318,136 @@ def test_abs_s16_all_inputs():
     inputs = [[rng.permutation(ALL_INT16).reshape(256, 256)] for _ in cases]
     art = run_cases(cases, rng, inputs)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_leaky_relu_s16"}
+
+
+# --- a multi-op 16x8 model: sanitizers on the host, QEMU --------------------------------
+
+def multi_op_model() -> bytes:
+    """int16 ops chained as a 16x8 model would chain them, ending in int8 through QUANTIZE
+    and LOG_SOFTMAX. Inputs: x [1, 8, 8, 4] and a per-channel y [4] (int16, 2^-12)."""
+    q12, q15 = 2.0 ** -12, 2.0 ** -15
+    t = [s16((1, 8, 8, 4), q12), s16((4,), q12),                    # 0 x, 1 y
+         s16((1, 8, 8, 4), 2.0 ** -11),                              # 2 x + y (broadcast)
+         s16((1, 8, 8, 4), 0.0003),                                  # 3 (x + y) * x
+         s16((1, 4, 4, 4), 0.0003),                                  # 4 average pool 2x2
+         s16((1, 4, 4, 4), 0.0003),                                  # 5 max pool 3x3 SAME
+         s16((1, 4, 4, 4), q15),                                     # 6 logistic
+         s16((1, 4, 4, 4), q15),                                     # 7 tanh
+         s16((1, 4, 4, 4), 0.0001),                                  # 8 squared difference
+         s16((1, 4, 4, 4), 0.0001),                                  # 9 leaky relu
+         s16((1, 4, 4, 4), 1 / 32768),                               # 10 softmax
+         s16((1, 4), 0.0002),                                        # 11 mean over h, w
+         TensorSpec((1, 4, 4, 4), "int8", scale=0.05, zero_point=-3),   # 12 quantize
+         TensorSpec((1, 4, 4, 4), "int8", scale=16 / 256, zero_point=127),  # 13 log softmax
+         TensorSpec((2,), "int32", data=np.array([1, 2], dtype=np.int32))]  # 14 axes
+    ops = [OpSpec("ADD", [0, 1], [2], {"fused_activation_function": "RELU6"}),
+           OpSpec("MUL", [2, 0], [3]),
+           OpSpec("AVERAGE_POOL_2D", [3], [4], {"filter_height": 2, "filter_width": 2,
+                                                "stride_h": 2, "stride_w": 2}),
+           OpSpec("MAX_POOL_2D", [4], [5], {"filter_height": 3, "filter_width": 3,
+                                            "padding": "SAME"}),
+           OpSpec("LOGISTIC", [5], [6]),
+           OpSpec("TANH", [5], [7]),
+           OpSpec("SQUARED_DIFFERENCE", [6, 7], [8]),
+           OpSpec("LEAKY_RELU", [8], [9], {"alpha": 0.2}),
+           OpSpec("SOFTMAX", [9], [10], {"beta": 1.0}),
+           OpSpec("MEAN", [10, 14], [11], {"keep_dims": False}),
+           OpSpec("QUANTIZE", [5], [12]),
+           OpSpec("LOG_SOFTMAX", [12], [13])]
+    return build_model(ops, t, [0, 1], [10, 11, 13])
+
+
+def multi_op_inputs(rng: np.random.Generator, n: int = 1) -> list[np.ndarray]:
+    return [rng.integers(-32768, 32768, size=(n, 1, 8, 8, 4)).astype(np.int16),
+            rng.integers(-32768, 32768, size=(n, 4)).astype(np.int16)]
+
+
+def test_multi_op_model_matches_tflm():
+    model = multi_op_model()
+    rng = np.random.default_rng(30)
+    art = kc.compile(kc.load(model))
+    for _ in range(3):
+        xs = [x[0] for x in multi_op_inputs(rng)]
+        for k, (g, w) in enumerate(zip(art.run(*xs), run_reference(model, xs))):
+            assert_equal_exact(g, w, f"output {k}")
+
+
+def _sanitizer_main(art) -> str:
+    """main(): input i from argv[1 + i], output j to argv[1 + n_in + j] (int64_t buffers:
+    any element type aligned)."""
+    n_in, n_out = len(art.report["inputs"]), len(art.report["outputs"])
+    lines = ["#include <stdio.h>", '#include "model.h"',
+             "static uint8_t arena[KILN_ARENA_BYTES] __attribute__((aligned(16)));"]
+    lines += [f"static int64_t in{i}[(KILN_INPUT_{i}_BYTES + 7) / 8];" for i in range(n_in)]
+    lines += [f"static int64_t out{j}[(KILN_OUTPUT_{j}_BYTES + 7) / 8];" for j in range(n_out)]
+    lines += ["static int io(const char *path, void *buf, size_t n, int write)", "{",
+              '    FILE *f = fopen(path, write ? "wb" : "rb");',
+              "    if (f == NULL) return 1;",
+              "    size_t done = write ? fwrite(buf, 1, n, f) : fread(buf, 1, n, f);",
+              "    fclose(f);", "    return done != n;", "}",
+              "int main(int argc, char **argv)", "{",
+              f"    if (argc != {1 + n_in + n_out}) return 2;"]
+    lines += [f"    if (io(argv[{1 + i}], in{i}, KILN_INPUT_{i}_BYTES, 0)) return 3;"
+              for i in range(n_in)]
+    lines += ["    const void *inputs[] = {" + ", ".join(f"in{i}" for i in range(n_in)) + "};",
+              "    void *outputs[] = {" + ", ".join(f"out{j}" for j in range(n_out)) + "};",
+              "    if (kiln_run(inputs, outputs, arena) != 0) return 4;"]
+    lines += [f"    if (io(argv[{1 + n_in + j}], out{j}, KILN_OUTPUT_{j}_BYTES, 1)) return 5;"
+              for j in range(n_out)]
+    return "\n".join(lines + ["    return 0;", "}", ""])
+
+
+@pytest.mark.slow
+def test_int16_kernels_clean_under_asan_and_ubsan(tmp_path):
+    """The multi-op model (every int16 kernel family here, extreme inputs) and the
+    all-inputs LOGISTIC/TANH/RELU cases, built with -fsanitize=address,undefined: no
+    report, outputs equal to the optimised build (which matches TFLM)."""
+    import subprocess
+
+    from conftest import require_tool
+    from kiln.compiler.host_build import build_executable
+    require_tool("cc")
+    rng = np.random.default_rng(31)
+    model = multi_op_model()
+    art = kc.compile(kc.load(model), board="host")
+    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+    exe = build_executable(sources, _sanitizer_main(art), tmp_path / "build", sanitize=True)
+    for trial in range(3):
+        xs = [x[0] for x in multi_op_inputs(rng)]
+        if trial == 1:
+            xs = [np.full_like(x, -32768) for x in xs]
+        if trial == 2:
+            xs = [np.full_like(x, 32767) for x in xs]
+        args = [str(exe)]
+        for i, x in enumerate(xs):
+            (tmp_path / f"in{i}.bin").write_bytes(x.tobytes())
+            args.append(str(tmp_path / f"in{i}.bin"))
+        args += [str(tmp_path / f"out{j}.bin") for j in range(3)]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "runtime error" not in proc.stderr, proc.stderr[-3000:]
+        for j, want in enumerate(art.run(*xs)):
+            got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=want.dtype)
+            assert_equal_exact(got, want.reshape(-1), f"output {j} under sanitizers")
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_multi_op_model_on_qemu_mps2_an386(tmp_path):
+    """The multi-op 16x8 model as standalone firmware on QEMU mps2-an386 (Cortex-M4):
+    every output of several samples equal to tflite-micro's."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    model = multi_op_model()
+    xs = multi_op_inputs(np.random.default_rng(32), 3)
+    art = kc.compile(kc.load(model), board="mps2-an386")
+    p = create_project(art, board="mps2-an386", out_dir=tmp_path / "p", inputs=xs)
+    r = p.run()
+    for k in range(3):
+        want = run_reference(model, [x[k] for x in xs])
+        for j, w in enumerate(want):
+            assert_equal_exact(np.asarray(r.outputs[j])[k].reshape(w.shape), w,
+                               f"sample {k} output {j}")
