@@ -72,46 +72,90 @@ int16_t kiln_lstm_tanh_s16(const uint16_t *table, int16_t x, int32_t multiplier,
     return (int16_t)floor_shift(r, 8);
 }
 
-/* A requantized int32 dot product of one weight row, clamped to int16. */
-static inline int32_t fc_s8(const int8_t *weights, const int8_t *x, int32_t depth,
-                            int32_t bias, const kiln_requant_t *rq)
+/* Four dot products of one input vector with the same row of four weight
+ * matrices (one per gate), added to acc: each input value is loaded once for
+ * four products. */
+static inline void dot4_s8(const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                           const int8_t *w3, const int8_t *x, int32_t depth, int32_t acc[4])
 {
-    int32_t acc = bias;
+    int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
     for (int32_t k = 0; k < depth; ++k) {
-        acc += (int32_t)weights[k] * (int32_t)x[k];
+        const int32_t v = x[k];
+        a0 += (int32_t)w0[k] * v;
+        a1 += (int32_t)w1[k] * v;
+        a2 += (int32_t)w2[k] * v;
+        a3 += (int32_t)w3[k] * v;
     }
-    return clamp_s16(kiln_requantize(acc, rq->multiplier, rq->shift));
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
 }
 
-static inline int32_t fc_s16(const int8_t *weights, const int16_t *x, int32_t depth,
-                             int64_t bias, const kiln_requant_t *rq)
+static inline void dot4_s16(const int8_t *w0, const int8_t *w1, const int8_t *w2,
+                            const int8_t *w3, const int16_t *x, int32_t depth, int64_t acc[4])
 {
-    int64_t acc = bias;
+    int64_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
     for (int32_t k = 0; k < depth; ++k) {
-        acc += (int32_t)weights[k] * (int32_t)x[k];
+        const int32_t v = x[k];
+        a0 += (int32_t)w0[k] * v;
+        a1 += (int32_t)w1[k] * v;
+        a2 += (int32_t)w2[k] * v;
+        a3 += (int32_t)w3[k] * v;
     }
-    return clamp_s16(kiln_requantize64(acc, rq->multiplier, rq->shift));
+    acc[0] = a0;
+    acc[1] = a1;
+    acc[2] = a2;
+    acc[3] = a3;
 }
 
-/* One gate's pre-activation of unit u: both FCs, added with int16 saturation. */
-static inline int16_t gate_s8(const kiln_lstm_gate_s8_t *g, const kiln_lstm_cell_t *p,
-                              int32_t u, const int8_t *x, const int8_t *h)
+/* The pre-activations of unit u for the gates in TFLM's order (forget, input,
+ * cell, output): each gate's input FC and recurrent FC, each requantized to
+ * int16 and clamped, then added with int16 saturation. */
+static void gates_s8(const kiln_lstm_s8_params_t *p, int32_t u, const int8_t *x,
+                     const int8_t *h, int16_t pre[4])
 {
-    const int32_t from_input = fc_s8(g->input_weights + u * p->input_size, x, p->input_size,
-                                     g->input_bias[u], &g->input_requant);
-    const int32_t from_hidden = fc_s8(g->recurrent_weights + u * p->state_size, h,
-                                      p->state_size, g->recurrent_bias[u], &g->recurrent_requant);
-    return (int16_t)clamp_s16(from_input + from_hidden);
+    const kiln_lstm_gate_s8_t *g[4] = {&p->forget_gate, &p->input_gate, &p->cell_gate,
+                                       &p->output_gate};
+    const int32_t in = p->cell.input_size, n = p->cell.state_size;
+    int32_t from_input[4], from_hidden[4];
+    for (int i = 0; i < 4; ++i) {
+        from_input[i] = g[i]->input_bias[u];
+        from_hidden[i] = g[i]->recurrent_bias[u];
+    }
+    dot4_s8(g[0]->input_weights + u * in, g[1]->input_weights + u * in,
+            g[2]->input_weights + u * in, g[3]->input_weights + u * in, x, in, from_input);
+    dot4_s8(g[0]->recurrent_weights + u * n, g[1]->recurrent_weights + u * n,
+            g[2]->recurrent_weights + u * n, g[3]->recurrent_weights + u * n, h, n, from_hidden);
+    for (int i = 0; i < 4; ++i) {
+        const kiln_requant_t *ri = &g[i]->input_requant, *rh = &g[i]->recurrent_requant;
+        pre[i] = (int16_t)clamp_s16(
+            clamp_s16(kiln_requantize(from_input[i], ri->multiplier, ri->shift)) +
+            clamp_s16(kiln_requantize(from_hidden[i], rh->multiplier, rh->shift)));
+    }
 }
 
-static inline int16_t gate_s16(const kiln_lstm_gate_s16_t *g, const kiln_lstm_cell_t *p,
-                               int32_t u, const int16_t *x, const int16_t *h)
+static void gates_s16(const kiln_lstm_s16_params_t *p, int32_t u, const int16_t *x,
+                      const int16_t *h, int16_t pre[4])
 {
-    const int32_t from_input = fc_s16(g->input_weights + u * p->input_size, x, p->input_size,
-                                      g->bias[u], &g->input_requant);
-    const int32_t from_hidden = fc_s16(g->recurrent_weights + u * p->state_size, h,
-                                       p->state_size, 0, &g->recurrent_requant);
-    return (int16_t)clamp_s16(from_input + from_hidden);
+    const kiln_lstm_gate_s16_t *g[4] = {&p->forget_gate, &p->input_gate, &p->cell_gate,
+                                        &p->output_gate};
+    const int32_t in = p->cell.input_size, n = p->cell.state_size;
+    int64_t from_input[4], from_hidden[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; ++i) {
+        from_input[i] = g[i]->bias[u];
+    }
+    dot4_s16(g[0]->input_weights + u * in, g[1]->input_weights + u * in,
+             g[2]->input_weights + u * in, g[3]->input_weights + u * in, x, in, from_input);
+    dot4_s16(g[0]->recurrent_weights + u * n, g[1]->recurrent_weights + u * n,
+             g[2]->recurrent_weights + u * n, g[3]->recurrent_weights + u * n, h, n,
+             from_hidden);
+    for (int i = 0; i < 4; ++i) {
+        const kiln_requant_t *ri = &g[i]->input_requant, *rh = &g[i]->recurrent_requant;
+        pre[i] = (int16_t)clamp_s16(
+            clamp_s16(kiln_requantize64(from_input[i], ri->multiplier, ri->shift)) +
+            clamp_s16(kiln_requantize64(from_hidden[i], rh->multiplier, rh->shift)));
+    }
 }
 
 static inline int32_t mul_rq(int32_t a, int32_t b, const kiln_requant_t *rq)
@@ -122,14 +166,13 @@ static inline int32_t mul_rq(int32_t a, int32_t b, const kiln_requant_t *rq)
 /* The cell update of one unit from its four gate pre-activations (forget,
  * input, cell, output); returns the new hidden value, requantized and offset
  * but not yet clamped to the activation type. */
-static inline int32_t update_unit(const kiln_lstm_cell_t *p, int16_t forget, int16_t input,
-                                  int16_t cell_gate, int16_t output, int16_t *cell)
+static inline int32_t update_unit(const kiln_lstm_cell_t *p, const int16_t pre[4], int16_t *cell)
 {
     const uint16_t *table = p->sigmoid_table;
-    const int32_t f = kiln_lstm_sigmoid_s16(table, forget);
-    const int32_t i = kiln_lstm_sigmoid_s16(table, input);
-    const int32_t g = kiln_lstm_tanh_s16(table, cell_gate, 3, 0);
-    const int32_t o = kiln_lstm_sigmoid_s16(table, output);
+    const int32_t f = kiln_lstm_sigmoid_s16(table, pre[0]);
+    const int32_t i = kiln_lstm_sigmoid_s16(table, pre[1]);
+    const int32_t g = kiln_lstm_tanh_s16(table, pre[2], 3, 0);
+    const int32_t o = kiln_lstm_sigmoid_s16(table, pre[3]);
     /* |products| <= 2^30: int16 x int16. */
     const int32_t kept = clamp_s16(mul_rq(f, *cell, &p->forget_times_cell));
     const int32_t added = clamp_s16(mul_rq(i, g, &p->input_times_cell));
@@ -181,12 +224,10 @@ kiln_status_t kiln_lstm_s8(const kiln_context_t *ctx, const kiln_lstm_s8_params_
             const int32_t row = p->time_major ? t * p->batches + b : b * p->time_steps + t;
             const int8_t *x = input + row * p->input_size;
             for (int32_t u = 0; u < p->state_size; ++u) {
-                const int32_t v = update_unit(p, gate_s8(&params->forget_gate, p, u, x, h),
-                                              gate_s8(&params->input_gate, p, u, x, h),
-                                              gate_s8(&params->cell_gate, p, u, x, h),
-                                              gate_s8(&params->output_gate, p, u, x, h),
-                                              &cell[u]);
-                new_hidden[u] = (int8_t)kiln_clamp(v, INT8_MIN, INT8_MAX);
+                int16_t pre[4];
+                gates_s8(params, u, x, h, pre);
+                new_hidden[u] = (int8_t)kiln_clamp(update_unit(p, pre, &cell[u]), INT8_MIN,
+                                                   INT8_MAX);
             }
             memcpy(h, new_hidden, (size_t)p->state_size);
             memcpy(output + row * p->state_size, new_hidden, (size_t)p->state_size);
@@ -212,12 +253,9 @@ kiln_status_t kiln_lstm_s16(const kiln_context_t *ctx, const kiln_lstm_s16_param
             const int32_t row = p->time_major ? t * p->batches + b : b * p->time_steps + t;
             const int16_t *x = input + row * p->input_size;
             for (int32_t u = 0; u < p->state_size; ++u) {
-                const int32_t v = update_unit(p, gate_s16(&params->forget_gate, p, u, x, h),
-                                              gate_s16(&params->input_gate, p, u, x, h),
-                                              gate_s16(&params->cell_gate, p, u, x, h),
-                                              gate_s16(&params->output_gate, p, u, x, h),
-                                              &cell[u]);
-                new_hidden[u] = (int16_t)clamp_s16(v);
+                int16_t pre[4];
+                gates_s16(params, u, x, h, pre);
+                new_hidden[u] = (int16_t)clamp_s16(update_unit(p, pre, &cell[u]));
             }
             memcpy(h, new_hidden, row_bytes);
             memcpy(output + row * p->state_size, new_hidden, row_bytes);
