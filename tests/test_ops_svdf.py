@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tflite
 
-from conftest import models_root, run_sanitized_c
+from conftest import models_root, require_tool, run_sanitized_c
 from kiln.compiler import compile as kiln_compile
 from kiln.compiler import load
 from kiln.compiler.errors import ModelError
@@ -175,8 +175,9 @@ def check_svdf(cases: list[SvdfCase], engine: str = "tflm", steps: int = 8, rese
         if k == reset_at:
             art.reset()
         got = art.run(*step)
+        when = f"step {k}{' after reset' if k >= reset_at else ''}"
         for c, g, w in zip(cases, got, want[k]):
-            assert_equal_exact(g, w, f"{c.label}, step {k}{' after reset' if k >= reset_at else ''}")
+            assert_equal_exact(g, w, f"{c.label}, {when}")
 
 
 CASES = [
@@ -468,7 +469,6 @@ def test_keyword_scrambled_generated_c_under_sanitizers(tmp_path):
 def test_keyword_scrambled_on_qemu_carries_state(tmp_path, board):
     """The standalone firmware runs the stacked samples one after another with the state
     carried, as tflite-micro's interpreter invoked once per sample without a reset."""
-    from conftest import require_tool
     from kiln.project_gen import create_project
 
     require_tool("arm-none-eabi-gcc")
