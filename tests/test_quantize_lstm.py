@@ -55,8 +55,10 @@ class Tflm:
 
 
 def _quantize_input(q, x: np.ndarray) -> np.ndarray:
-    s, z = q.tensor(q.inputs[0]).quant.single()
-    return np.clip(np.floor(x / s + 0.5) + z, -128, 127).astype(np.int8)
+    t = q.tensor(q.inputs[0])
+    s, z = t.quant.single()
+    info = np.iinfo(t.dtype)
+    return np.clip(np.floor(x / s + 0.5) + z, info.min, info.max).astype(t.dtype)
 
 
 @pytest.fixture(scope="module")
@@ -161,23 +163,26 @@ def float_lstm_model(rng: np.random.Generator, batches: int, steps: int, depth: 
     return build_model([op], tensors, [0], [out])
 
 
+@pytest.mark.parametrize("activations", ["int8", "int16"])
 @pytest.mark.parametrize("batches,steps,depth,units,time_major,clip", [
     (1, 10, 6, 8, False, 0.0), (3, 7, 4, 5, True, 0.0), (2, 5, 9, 12, False, 1.5)])
-def test_own_float_lstm_quantized_bit_exact(batches, steps, depth, units, time_major, clip):
-    """Float LSTM layers built here, quantized by kiln: kiln = TFLM on the export over
-    calls in a row, and the int8 output tracks the float one: SQNR > 30 dB and an RMS
-    error under 1.5 output steps (measured: 34-36 dB, 0.56-0.76 steps)."""
+def test_own_float_lstm_quantized_bit_exact(batches, steps, depth, units, time_major, clip,
+                                            activations):
+    """Float LSTM layers built here, quantized by kiln (int8, and 16x8): kiln = TFLM on the
+    export over calls in a row, and the output tracks the float one: SQNR > 30 dB and an
+    RMS error under 1.5 int8 output steps (measured, int8: 34-36 dB, 0.56-0.76 steps)."""
     rng = np.random.default_rng(units)
     model = float_lstm_model(rng, batches, steps, depth, units, time_major, clip)
     shape = tuple(load(model).tensor(0).shape)
     calib = rng.normal(0, 1, (64,) + shape).astype(np.float32)
-    q = quantize(load(model), calibration=calib)
+    q = quantize(load(model), calibration=calib, activations=activations)
     data = tflite_writer.write(q)
     art = kiln_compile(load(data), board="host")
     tflm = Tflm(data)
     tests = rng.normal(0, 1, (4,) + shape).astype(np.float32)
     xq = _quantize_input(q, tests)
     s_out, z_out = q.tensor(q.outputs[0]).quant.single()
+    step = s_out * (256 if activations == "int16" else 1)     # one int8 output step
     for i, x in enumerate(xq):
         got = art.run(x)[0]
         assert_equal_exact(got, tflm(x), f"call {i}")
@@ -185,7 +190,31 @@ def test_own_float_lstm_quantized_bit_exact(batches, steps, depth, units, time_m
             ref = FloatModel(prepare(load(model))).run([tests[:1]])[0][0]
             err = (got.astype(np.float64) - z_out) * s_out - ref
             sqnr = 10 * np.log10(np.mean(ref.astype(np.float64) ** 2) / np.mean(err ** 2))
-            assert sqnr > 30 and np.sqrt(np.mean(err ** 2)) < 1.5 * s_out, sqnr
+            assert sqnr > 30 and np.sqrt(np.mean(err ** 2)) < 1.5 * step, sqnr
+
+
+def test_mnist_lstm_16x8(models_dir):
+    """`--activations int16`: the 16x8 mnist LSTM runs in TFLM as in kiln and agrees with
+    the float model on >= 95% of the test inputs (measured: 98.7%)."""
+    digits = models_dir / "digits"
+    g = load(models_dir / "external" / "tfm_mnist_lstm_float.tflite")
+    q = quantize(g, calibration=mnist_like(np.load(digits / "digits_calib_x.npy")),
+                 activations="int16")
+    op = next(o for o in q.ops if o.type == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert [q.tensor(op.inputs[k]).dtype for k in (0, 12, 18, 19)] == [
+        "int16", "int64", "int16", "int16"]
+    data = tflite_writer.write(q)
+    x = mnist_like(np.load(digits / "digits_test_x.npy"))
+    want = FloatModel(prepare(g)).run([x])[0].reshape(len(x), -1).argmax(axis=1)
+    art, tflm = kiln_compile(load(data), board="host"), Tflm(data)
+    got = []
+    for i, xi in enumerate(_quantize_input(q, x)):
+        art.reset()
+        out = art.run(xi)[0]
+        if i < 8:
+            assert_equal_exact(out, tflm(xi, reset=True), f"sample {i}")
+        got.append(int(np.argmax(out)))
+    assert float(np.mean(np.array(got) == want)) >= 0.95
 
 
 def test_cifg_float_lstm_refused_by_name():

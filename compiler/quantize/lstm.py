@@ -10,6 +10,10 @@ The int8 form is what TF's converter writes for tflite-micro's integer LSTM (8x8
   form); the four gate biases int32 at float32(input_scale × input-to-gate weight
   scale), a weight scale raised where its bias would not fit.
 
+With int16 activations (16x8, int16.py) the input, output and hidden state are int16
+symmetric and the biases int64 (below int16.BIAS_LIMIT), the rest as above: TFLM's
+EvalLstm<int16, int8, int16, int64>.
+
 Calibration runs the float cell from a zero state for each sample (the Keras layer's
 computation; the model's variables start at zero) and observes the cell state at every
 step, for its scale.
@@ -21,6 +25,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..ir import Op, Quant
+from .int16 import BIAS_LIMIT
 
 LSTM = "UNIDIRECTIONAL_SEQUENCE_LSTM"
 
@@ -124,16 +129,18 @@ def quantize_lstm(rw, op: Op, params: dict[int, tuple[float, int]]) -> None:
         return rw._new_tensor(t.name, t.shape, dtype,
                               Quant(np.array([scale], np.float32), np.zeros(1, np.int64)), q)
 
+    wide = rw.act_dtype == "int16"
+    bias_type, bias_max = ("int64", BIAS_LIMIT) if wide else ("int32", _INT32_MAX * 0.999)
     for gate, wi in _INPUT_WEIGHTS.items():
         w = g.tensor(op.inputs[wi]).data.astype(np.float32)
         b = g.tensor(op.inputs[_BIASES[gate]]).data.astype(np.float64)
-        # A weight scale high enough that every bias fits int32 at input × weight scale.
-        min_scale = float(np.abs(b).max()) / (_INT32_MAX * 0.999) / float(s_x) if b.size else 0.0
+        # A weight scale high enough that every bias fits at input × weight scale.
+        min_scale = float(np.abs(b).max()) / bias_max / float(s_x) if b.size else 0.0
         qw, s_w = _per_tensor_weights(w, min_scale)
         b_scale = float(s_x * np.float32(s_w))
-        qb = np.clip(np.sign(b) * np.floor(np.abs(b) / b_scale + 0.5),
-                     -_INT32_MAX, _INT32_MAX).astype(np.int32)
-        op.inputs[_BIASES[gate]] = new_const(op.inputs[_BIASES[gate]], qb, "int32", b_scale)
+        qb = np.clip(np.sign(b) * np.floor(np.abs(b) / b_scale + 0.5), -bias_max, bias_max)
+        op.inputs[_BIASES[gate]] = new_const(op.inputs[_BIASES[gate]], qb.astype(bias_type),
+                                             bias_type, b_scale)
         op.inputs[wi] = new_const(op.inputs[wi], qw, "int8", s_w)
         ri = _RECURRENT_WEIGHTS[gate]
         qr, s_r = _per_tensor_weights(g.tensor(op.inputs[ri]).data.astype(np.float32))
