@@ -387,3 +387,12 @@ def test_lstm_type_refusals_name_the_reason():
     w.quant.zero_point = np.zeros(w.shape[0], np.int64)
     with pytest.raises(ModelError, match="per-channel weights"):
         kiln_compile(g, board="host")
+
+
+@pytest.mark.parametrize("which,scale", [(18, 0.0), (19, float("nan")), (2, float("inf")),
+                                         (0, -1.0)])
+def test_lstm_bad_scales_refused(which, scale):
+    g = load(lstm_model(np.random.default_rng(0)))
+    g.tensor(g.ops[0].inputs[which]).quant.scale = np.array([scale], np.float32)
+    with pytest.raises(ModelError, match="must be finite and > 0"):
+        kiln_compile(g, board="host")

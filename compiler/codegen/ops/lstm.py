@@ -111,6 +111,9 @@ def _check(ctx: LowerCtx) -> str | None:
     for t in (x, y, h, c):
         if t.quant is None or t.quant.per_channel:
             return f"tensor {t.name!r} needs per-tensor quantization"
+    for t in (x, y, h, c, *weights):
+        if not (math.isfinite(qparams(t)[0]) and qparams(t)[0] > 0):
+            return f"tensor {t.name!r} has scale {qparams(t)[0]} (must be finite and > 0)"
         if wide and qparams(t)[1] != 0:
             return f"int16 tensor {t.name!r} has zero point {qparams(t)[1]} (must be 0)"
     if qparams(c)[1] != 0:
