@@ -59,6 +59,8 @@ class Pattern:
     dtype: str = "int8"
     reshapes: bool = False           # dims 1: RESHAPE in place of EXPAND_DIMS / SQUEEZE
     batch: int = 1                   # the model input's batch
+    conv_bias: str = "random"        # "zero", or "none" (Keras' bias_add left after B2S)
+    tf_axes: bool = False            # dims 1: axis -3 as TF's conv1d writes it
     seed: int = 0
 
     @property
@@ -92,6 +94,8 @@ class Pattern:
         w = weight_spec(self.filter_shape(), rng, per_channel_axis=3 if self.kind == "dw" else 0)
         n = self.filter_shape()[3 if self.kind == "dw" else 0]
         b = bias_spec(n, rng, SX, w.scale)
+        if self.conv_bias == "zero":
+            b.data[:] = 0
         if self.dtype == "int16":
             b = TensorSpec(b.shape, "int64", scale=b.scale, zero_point=b.zero_point,
                            data=b.data.astype(np.int64))
@@ -124,20 +128,23 @@ class Pattern:
             shape = [batch, 1, sub[0], self.cin]
             e = add(self.act(shape))
             ops.append(OpSpec("RESHAPE", [cur, add(const([-1] + shape[1:]))], [e])
-                       if self.reshapes else OpSpec("EXPAND_DIMS", [cur, add(const([1]))], [e]))
+                       if self.reshapes else
+                       OpSpec("EXPAND_DIMS", [cur, add(const([-3 if self.tf_axes else 1]))], [e]))
             cur = e
         y = add(self.act([batch] + ([1] if self.dims == 1 else []) + conv_sp + [c_out], (SY, ZY)))
         options = {"padding": "VALID"}
         if self.kind == "dw":
             options["depth_multiplier"] = 1
         ops.append(OpSpec("CONV_2D" if self.kind == "conv" else "DEPTHWISE_CONV_2D",
-                          [cur, add(w), add(b)], [y], options))
+                          [cur, add(w), -1 if self.conv_bias == "none" else add(b)], [y],
+                          options))
         cur = y
         if self.dims == 1:
             shape = [batch] + conv_sp + [c_out]
             s = add(self.act(shape, (SY, ZY)))
             ops.append(OpSpec("RESHAPE", [cur, add(const([-1] + shape[1:]))], [s])
-                       if self.reshapes else OpSpec("SQUEEZE", [cur], [s], {"squeeze_dims": [1]}))
+                       if self.reshapes else
+                       OpSpec("SQUEEZE", [cur], [s], {"squeeze_dims": [-3 if self.tf_axes else 1]}))
             cur = s
         if self.bias_add:
             a = add(self.act(tensors[cur].shape, (SY, ZY)))
@@ -174,7 +181,8 @@ class Pattern:
         if self.kind == "dw":
             options["depth_multiplier"] = 1
         ops.append(OpSpec("CONV_2D" if self.kind == "conv" else "DEPTHWISE_CONV_2D",
-                          [x, add(w), add(b)], [y], options))
+                          [x, add(w), -1 if self.conv_bias == "none" else add(b)], [y],
+                          options))
         if self.bias_add:
             a = add(self.act(out4, (SY, ZY)))
             ops.append(OpSpec("ADD", [y, add(bias_add)], [a]))
@@ -409,3 +417,17 @@ def test_malformed_patterns_are_errors_not_crashes():
         assert [op.type for op in fold_dilated(g).ops][0] == "SPACE_TO_BATCH_ND"
         with pytest.raises(ModelError):
             kiln_compile(g, board="host")
+
+
+def test_conv_without_bias_folds_exactly():
+    """Keras adds the bias after B2S: the convolution has none. tflite-micro crashes on an
+    int8 convolution without a bias and TFLite's reference refuses it, so the reference is
+    the same pattern with an all-zero bias; the 1-D one with TF's conv1d axes (-3)."""
+    patterns = [Pattern("conv", 1, (1, 2), "VALID", size=(1, 15), kernel=(1, 3), tf_axes=True,
+                        conv_bias="none"),
+                Pattern("dw", 2, (2, 2), "VALID", conv_bias="none")]
+    art = kiln_compile(load(pattern_model(patterns)), board="host")
+    assert _layer_types(art) == ["CONV_2D", "DEPTHWISE_CONV_2D"]
+    xs = inputs_for(patterns)
+    want = run_reference(pattern_model([replace(p, conv_bias="zero") for p in patterns]), xs)
+    check_equal(art.run(*xs), want, patterns, "tflite-micro (zero bias)")
