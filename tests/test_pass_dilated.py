@@ -420,9 +420,10 @@ def test_malformed_patterns_are_errors_not_crashes():
 
 
 def test_conv_without_bias_folds_exactly():
-    """Keras adds the bias after B2S: the convolution has none. tflite-micro crashes on an
-    int8 convolution without a bias and TFLite's reference refuses it, so the reference is
-    the same pattern with an all-zero bias; the 1-D one with TF's conv1d axes (-3)."""
+    """Keras adds the bias after B2S: the convolution has none. The reference is the same
+    patterns with an all-zero bias: TFLite's reference refuses an int8 convolution without
+    one, and tflite-micro crashed (SIGSEGV) running these two patterns without bias in one
+    model (each alone runs). The 1-D one uses TF's conv1d axes (-3)."""
     patterns = [Pattern("conv", 1, (1, 2), "VALID", size=(1, 15), kernel=(1, 3), tf_axes=True,
                         conv_bias="none"),
                 Pattern("dw", 2, (2, 2), "VALID", conv_bias="none")]
