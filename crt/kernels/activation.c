@@ -104,7 +104,8 @@ static inline int32_t count_leading_zeros(uint32_t x)
 
 /* TFLM's quantized Softmax for one int8 row; the output type has `output_bits`
  * (8 or 16) bits and its minimum as zero point (-128 at scale 1/256, -32768 at
- * 1/65536). Writes through `store` so one loop serves both output types. */
+ * 1/65536). The row goes to y8 or y16 (the other is NULL), so one loop serves
+ * both output types. */
 static void softmax_row_s8(const int32_t *exp_table, const int8_t *x, int32_t depth,
                            int32_t output_bits, int8_t *y8, int16_t *y16)
 {
