@@ -130,11 +130,11 @@ def test_lenet_with_log_softmax_names_it_in_run_and_quantize(tmp_path, capsys):
     if code == 0:
         pytest.skip("kiln compiles this model now")
     assert "LOG_SOFTMAX" in one_error(err) and f"op {log_softmax[0]}" in err
-    cal = tmp_path / "cal.npy"
-    np.save(cal, np.zeros((2, 28, 28, 1), dtype=np.float32))
-    code, _, err = run_kiln(capsys, "quantize", path, "--calibration", cal,
-                            "-o", tmp_path / "q.tflite")
-    assert code == 2 and "LOG_SOFTMAX" in one_error(err)
+    assert "kiln quantize MODEL -o OUT.tflite" in err      # what gets it compiled
+    # kiln quantize moves the float LOG_SOFTMAX into int8 (tests/test_ops_log_softmax.py
+    # checks the result against tflite-micro).
+    code, _, err = run_kiln(capsys, "quantize", path, "-o", tmp_path / "q.tflite")
+    assert code == 0, err
 
 
 def _external_models() -> list:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kiln.compiler as kc
-from conftest import model_path
+from conftest import models_root
 from reference import assert_equal_exact, run_reference
 from tflite_builder import OpSpec, TensorSpec, build_model, rand_int8
 
@@ -96,3 +96,45 @@ def test_quantizer_gives_log_softmax_tflites_fixed_output():
         agree += int(np.argmax(got) == np.argmax(float_out[i]))
         np.testing.assert_allclose((got.astype(np.float32) - 127) / 16, float_out[i], atol=0.2)
     assert agree >= 30
+
+
+def test_mit_lenet_float_log_softmax_tail_moved_into_int8(tmp_path):
+    """MIT's PTQ LeNet ends DEQUANTIZE -> LOG_SOFTMAX in float. kiln quantize moves the
+    LOG_SOFTMAX into int8 (fixed 16/256, 127; no calibration); kiln compiles the result
+    and tflite-micro runs it identically, and its top class is the original model's."""
+    from kiln.compiler.frontend.tflite_writer import write
+    from kiln.compiler.quantize.float_tail import quantize_float_tail
+
+    path = models_root() / "external" / "mit_ptq_mnist_lenet.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    original = path.read_bytes()
+    moved = quantize_float_tail(kc.load(path))
+    assert [op.type for op in moved.ops][-2:] == ["LOG_SOFTMAX", "DEQUANTIZE"]
+    exported = write(moved)
+    art = kc.compile(kc.load(exported))
+    rng = np.random.default_rng(22)
+    for i in range(8):
+        x = rng.uniform(0, 1, (1, 28, 28, 1)).astype(np.float32)
+        got = art.run(x)[0]
+        assert_equal_exact(got, run_reference(exported, [x])[0], f"sample {i}")
+        assert np.argmax(got) == np.argmax(run_reference(original, [x])[0])
+
+
+def test_float_tail_only_for_log_softmax_after_dequantize():
+    """A float SOFTMAX tail (not moved: not asked for), and a float model, are left to
+    the quantizer's other paths."""
+    from kiln.compiler.quantize.float_tail import quantize_float_tail
+
+    q = dict(scale=0.05, zero_point=0)
+    tensors = [TensorSpec((1, 4), **q), TensorSpec((1, 4), "float32"),
+               TensorSpec((1, 4), "float32")]
+    for op in ("SOFTMAX", "LOG_SOFTMAX"):
+        model = build_model([OpSpec("DEQUANTIZE", [0], [1]), OpSpec(op, [1], [2])],
+                            tensors, [0], [2])
+        moved = quantize_float_tail(kc.load(model))
+        assert (moved is not None) == (op == "LOG_SOFTMAX")
+    float_model = build_model([OpSpec("LOG_SOFTMAX", [0], [1])],
+                              [TensorSpec((1, 4), "float32"), TensorSpec((1, 4), "float32")],
+                              [0], [1])
+    assert quantize_float_tail(kc.load(float_model)) is None

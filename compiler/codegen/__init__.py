@@ -135,10 +135,15 @@ def check_supported(graph: Graph) -> None:
         listed = (", ".join(f"op {op.index} {op.type}" for op in float_ops[:3])
                   + (", ..." if len(float_ops) > 3 else ""))
         if mixed:
+            from ..quantize.float_tail import quantize_float_tail
+            hint = ("`kiln quantize MODEL -o OUT.tflite` moves it into int8 with TFLite's "
+                    "fixed output quantization (no calibration needed)"
+                    if quantize_float_tail(graph) is not None else
+                    f"kiln quantize takes float models: {_RECONVERT}")
             raise ModelError(
                 f"{graph.name} is quantized but for {len(float_ops)} op(s) that compute in "
                 f"float ({listed}, after a DEQUANTIZE); kiln compiles int8 ops only and "
-                f"kiln quantize takes float models: {_RECONVERT}")
+                f"{hint}")
         raise ModelError(
             f"{graph.name} computes in float ({listed}); kiln compiles int8 models: quantize it "
             "with calibration data (--calibration X.npy on kiln compile, run, validate or "

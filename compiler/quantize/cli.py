@@ -153,6 +153,7 @@ def _write_model(q: Graph, out: Path, description: str) -> None:
 def cmd_quantize(args) -> int:
     from .. import load
     from . import is_float_graph, load_calibration, quantize_with_report
+    from .float_tail import quantize_float_tail
 
     graph = load(args.model)
     if not is_float_graph(graph):
@@ -164,6 +165,19 @@ def cmd_quantize(args) -> int:
                                                f"{graph.sha256[:16]}) as int8 TFLite")
         if args.calibration:
             print("note: the model is quantized (QDQ) already; --calibration is ignored")
+        print(f"wrote {args.output}")
+        return 0
+    tail = quantize_float_tail(graph)
+    if tail is not None:
+        # An int8 model with a float LOG_SOFTMAX after its DEQUANTIZE: moved into int8
+        # with TFLite's fixed quantization, no calibration (quantize/float_tail.py).
+        check_output(args.model, args.output, getattr(args, "force", False))
+        _write_model(tail, Path(args.output), f"kiln: {graph.name} (sha256 "
+                                              f"{graph.sha256[:16]}) with its float "
+                                              "LOG_SOFTMAX in int8")
+        if args.calibration:
+            print("note: only the float LOG_SOFTMAX tail was quantized (a fixed output "
+                  "quantization); --calibration is ignored")
         print(f"wrote {args.output}")
         return 0
     if not args.calibration:
