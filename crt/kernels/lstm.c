@@ -16,6 +16,17 @@
 
 #include "kiln_math.h"
 
+/* The int8 dot products in packed dual MACs (SMLAD on two int16 lanes, four
+ * int8 values per word) on cores with the DSP extension; elsewhere a plain
+ * loop (the packed primitives' plain-C twins would be slower there). Tests
+ * define KILN_LSTM_PACKED to run the packed loop on the host too. */
+#if defined(__ARM_FEATURE_DSP) && !defined(KILN_LSTM_PACKED)
+#define KILN_LSTM_PACKED
+#endif
+#ifdef KILN_LSTM_PACKED
+#include "conv_dsp.h"     /* kiln_load_s8x4, kiln_sxtb16(_ror8), kiln_smlad */
+#endif
+
 /* floor(x / 2^shift) for any sign (an arithmetic right shift, spelled without
  * relying on the implementation-defined >> of negative values). */
 static inline int32_t floor_shift(int32_t x, int32_t shift)
@@ -79,7 +90,24 @@ static inline void dot4_s8(const int8_t *w0, const int8_t *w1, const int8_t *w2,
                            const int8_t *w3, const int8_t *x, int32_t depth, int32_t acc[4])
 {
     int32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-    for (int32_t k = 0; k < depth; ++k) {
+    int32_t k = 0;
+#ifdef KILN_LSTM_PACKED
+    /* Lanes (k, k+2) then (k+1, k+3) of both operands (conv_dsp.h); the
+     * lowering bounds every partial sum within int32, so SMLAD never wraps. */
+    for (; k + 4 <= depth; k += 4) {
+        const uint32_t xv = kiln_load_s8x4(x + k);
+        const uint32_t x02 = kiln_sxtb16(xv), x13 = kiln_sxtb16_ror8(xv);
+        uint32_t wv = kiln_load_s8x4(w0 + k);
+        a0 = kiln_smlad(kiln_sxtb16_ror8(wv), x13, kiln_smlad(kiln_sxtb16(wv), x02, a0));
+        wv = kiln_load_s8x4(w1 + k);
+        a1 = kiln_smlad(kiln_sxtb16_ror8(wv), x13, kiln_smlad(kiln_sxtb16(wv), x02, a1));
+        wv = kiln_load_s8x4(w2 + k);
+        a2 = kiln_smlad(kiln_sxtb16_ror8(wv), x13, kiln_smlad(kiln_sxtb16(wv), x02, a2));
+        wv = kiln_load_s8x4(w3 + k);
+        a3 = kiln_smlad(kiln_sxtb16_ror8(wv), x13, kiln_smlad(kiln_sxtb16(wv), x02, a3));
+    }
+#endif
+    for (; k < depth; ++k) {
         const int32_t v = x[k];
         a0 += (int32_t)w0[k] * v;
         a1 += (int32_t)w1[k] * v;
