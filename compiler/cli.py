@@ -180,7 +180,8 @@ def _warn_if_too_large(art, board) -> None:
         return
     r = art.report
     try:
-        check_fits(art.graph.name, get_board(board), r["weights_bytes"], r["arena_bytes"])
+        check_fits(art.graph.name, get_board(board), r["weights_bytes"],
+                   r["arena_bytes"] + r.get("state_bytes", 0))
     except FitError as e:
         print(f"kiln: warning: {terminal(e)}", file=sys.stderr)
 

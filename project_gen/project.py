@@ -517,10 +517,12 @@ def _build_id(files: dict[str, str], board: Board, mode: str) -> str:
 
 
 def _check_fits(report: dict, board: Board, samples: list[list[np.ndarray]] | None) -> None:
-    """check_fits with the weights, the arena and the sample inputs' flash bytes."""
+    """check_fits with the weights, the arena and model state (both RAM) and the sample
+    inputs' flash bytes."""
     inputs_bytes = sum(x.nbytes for sample in samples or [] for x in sample)
     check_fits(model_name(report), board, int(report.get("weights_bytes", 0)),
-               int(report.get("arena_bytes", 0)), inputs_bytes, len(samples or []))
+               int(report.get("arena_bytes", 0)) + int(report.get("state_bytes", 0)),
+               inputs_bytes, len(samples or []))
 
 
 def _previous_project(out_dir: Path) -> dict | None:

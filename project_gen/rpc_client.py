@@ -149,6 +149,12 @@ class DeviceInfo:
         return bool(self.flags & 0x04)
 
     @property
+    def has_state_reset(self) -> bool:
+        """The server resets the model state on HELLO and has RESET mode 2 (reset it
+        within a session); firmware built before model state has not."""
+        return bool(self.flags & 0x10)
+
+    @property
     def has_step(self) -> bool:
         """The server has STEP and the ARENA space (layer-by-layer runs, `kiln validate
         --per-layer`); firmware built before them has not."""
@@ -677,7 +683,13 @@ class RpcClient:
         return self._timing(r, repeat)
 
     def reset(self, exit_server: bool = False) -> None:
-        """RESET: mode 0 ends the session and zeroes the arena; mode 1 leaves kiln_rpc_serve()."""
+        """RESET: mode 0 ends the session, zeroes the arena and resets the model state;
+        mode 1 leaves kiln_rpc_serve()."""
         Reply(Cmd.RESET, self.call(Cmd.RESET, bytes((1 if exit_server else 0,))).payload).end()
+
+    def reset_state(self) -> None:
+        """RESET mode 2: the model state back to its initial value (kiln_reset); the
+        session goes on."""
+        Reply(Cmd.RESET, self.call(Cmd.RESET, bytes((2,))).payload).end()
         self._in_session = False
 

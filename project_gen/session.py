@@ -1,7 +1,8 @@
 """Session: run, time and profile a model on a host-driven target, in numpy terms.
 
     with Session(transport, inputs=specs_in, outputs=specs_out) as s:
-        outs = s.run(x)              # list of np.ndarray
+        outs = s.run(x)              # list of np.ndarray (a stateful model's state
+                                     # carries from run to run; s.reset_state())
         t = s.time(repeat=10)        # Timing: ticks and the tick rate
         prof = s.profile()           # Profile: ticks per layer
 
@@ -171,6 +172,15 @@ class Session:
         """RESET (end the session, zero the arena), then a fresh handshake."""
         self.client.reset(exit_server=False)
         return self.connect()
+
+    def reset_state(self) -> None:
+        """Set the model state (a stateful model's variables, kept from one run to the
+        next) back to its initial value, as kiln_reset() does; the session goes on. A
+        session starts from that state too (HELLO resets it)."""
+        if not self.device.has_state_reset:
+            raise DeviceError(f"the firmware on {self.transport.name} predates model state "
+                              f"(no state reset over RPC): rebuild and flash the project")
+        self.client.reset_state()
 
     def echo(self, data: bytes) -> bytes:
         """The device's copy of `data` (a link check; at most the payload size less one)."""

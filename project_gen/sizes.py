@@ -166,7 +166,7 @@ def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int,
 # --- the fit verdict before a build -------------------------------------------------------
 #
 # Flash = code + weights + sample inputs (+ the .data image, 0 in kiln's firmware); RAM =
-# arena + other statics + the stack reserve. Everything but the code is known exactly from
+# arena + model state + other statics + the stack reserve. Everything but the code is known exactly from
 # the compiler's report. The code (kiln's runtime, the kernels a model calls, one function
 # per layer, the RPC server in host-driven mode, newlib's memcpy & co.) is bounded by
 # CODE_BOUND below; when that bound says the firmware may not fit, the verdict comes from
@@ -228,7 +228,9 @@ def estimate_fit(report: dict, board: Board, mode: str, inputs_bytes: int = 0) -
     padding = SECTION_ALIGN * (3 * layers + 1)      # per const array: filter, bias, requant
     flash = (int(report.get("weights_bytes", 0)) + padding + code_bound(report, mode)
              + (inputs_bytes + SECTION_ALIGN if inputs_bytes else 0))
-    ram = int(report.get("arena_bytes", 0)) + OTHER_STATIC_RAM[mode] + board.stack_bytes
+    # the model state (stateful models) is a static array of model.c, .bss like the rest
+    ram = (int(report.get("arena_bytes", 0)) + int(report.get("state_bytes", 0))
+           + OTHER_STATIC_RAM[mode] + board.stack_bytes)
     return FitVerdict(board=board.name, mode=mode,
                       flash=RegionUse(board.flash.name, flash, board.flash.size),
                       ram=RegionUse(board.ram.name, ram, board.ram.size),

@@ -240,3 +240,100 @@ def test_kiln_info_and_compile_report_state_bytes(tmp_path, capsys):
     assert code == 0, err
     assert "state 8 B: kept from one run to the next" in out
     assert "ASSIGN_VARIABLE" in out and "(state)" in out
+
+
+# --- firmware: host board (RPC and standalone), QEMU -----------------------------------------
+
+def _project(tmp_path, mode: str, board: str = "host", samples: np.ndarray | None = None):
+    from kiln.project_gen.project import create_project
+
+    path = tmp_path / "acc.tflite"
+    path.write_bytes(accumulator(init=INIT))
+    return create_project(path, board=board, out_dir=tmp_path / f"{board}-{mode}", mode=mode,
+                          inputs=None if samples is None else [samples])
+
+
+@pytest.fixture(scope="module")
+def host_driven(tmp_path_factory):
+    """The accumulator's host-driven firmware for the host board, built once."""
+    from conftest import require_tool
+
+    require_tool("cc")
+    project = _project(tmp_path_factory.mktemp("state"), "host-driven")
+    project.build()
+    return project
+
+
+@pytest.mark.slow
+def test_rpc_session_carries_state_and_resets_it(host_driven):
+    """A host-driven firmware (host board): RUN after RUN carries the state, and
+    reset_state() (RESET mode 2) is tflite-micro's reset()."""
+    project = host_driven
+    model = accumulator(init=INIT)
+    xs = inputs(STEPS + AFTER_RESET, seed=4)
+    want = tflm_sequence(model, xs, reset_at=STEPS)
+    with project.connect() as s:
+        assert s.device.has_state_reset
+        got = []
+        for i, x in enumerate(xs):
+            if i == STEPS:
+                s.reset_state()
+            got.append(s.run(x)[0])
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_equal_exact(g, w, f"RPC run {i}")
+
+
+@pytest.mark.slow
+def test_kiln_run_over_rpc_carries_state(host_driven, tmp_path, capsys):
+    """`kiln run DIR --input` on a host-driven project: the stacked samples are successive
+    runs of one session, which starts from the initial state (HELLO resets it) though
+    the firmware ran before."""
+    project = host_driven
+    with project.connect() as s:       # leave state behind in the firmware
+        s.run(X)
+    xs = inputs(5, seed=5)
+    xs_path, out = tmp_path / "x.npy", tmp_path / "y.npz"
+    np.save(xs_path, np.concatenate(xs))
+    code, _, err = run_kiln(capsys, "run", project.path, "--input", xs_path, "--output", out)
+    assert code == 0, err
+    got = np.load(out)
+    assert_equal_exact(got[got.files[0]], np.concatenate(tflm_sequence(accumulator(init=INIT),
+                                                                       xs)), "kiln run RPC")
+
+
+@pytest.mark.slow
+def test_standalone_firmware_runs_its_samples_as_successive_calls(tmp_path):
+    """The baked samples run one after another from the initial state (no warm-up run
+    for a stateful model: CALL_ONCE's init is the first call's)."""
+    from conftest import require_tool
+
+    require_tool("cc")
+    xs = inputs(5, seed=6)
+    project = _project(tmp_path, "standalone", samples=np.concatenate(xs))
+    project.build()
+    result = project.run()
+    want = tflm_sequence(accumulator(init=INIT), xs)
+    got = [outs[0] for outs in result.samples]
+    assert len(got) == 5
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_equal_exact(np.asarray(g).reshape(w.shape), w, f"sample {i}")
+
+
+@pytest.mark.slow
+def test_rpc_on_qemu_carries_state_and_resets_it(tmp_path):
+    from conftest import require_tool
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    project = _project(tmp_path, "host-driven", board="mps2-an386")
+    model = accumulator(init=INIT)
+    xs = inputs(STEPS + AFTER_RESET, seed=7)
+    want = tflm_sequence(model, xs, reset_at=STEPS)
+    with project.connect() as s:
+        got = []
+        for i, x in enumerate(xs):
+            if i == STEPS:
+                s.reset_state()
+            got.append(s.run(x)[0])
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_equal_exact(g, w, f"QEMU RPC run {i}")

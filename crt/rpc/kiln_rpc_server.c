@@ -276,6 +276,7 @@ static uint8_t *kiln_rpc_identity(const kiln_rpc_server_t *s, uint8_t *p)
     flags |= KILN_RPC_INFO_INPUTS_OVERWRITTEN;
 #endif
     flags |= KILN_RPC_INFO_STEP;
+    flags |= KILN_RPC_INFO_STATE_RESET;
     memcpy(p, KILN_RPC_MAGIC, 4);
     p += 4;
     *p++ = (uint8_t)KILN_RPC_PROTOCOL_VERSION;
@@ -459,6 +460,7 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
         }
         s->session = 1;
         s->session_token = kiln_rd32(in);
+        kiln_reset(); /* a session starts from the model's initial state */
         *end = kiln_rpc_identity(s, out);
         return KILN_RPC_OK;
 
@@ -699,7 +701,8 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
     }
 
     case KILN_RPC_CMD_RESET:
-        /* u8 mode: 0 end the session and zero the arena, 1 leave kiln_rpc_serve() */
+        /* u8 mode: 0 end the session, zero the arena and reset the model state; 1 leave
+         * kiln_rpc_serve(); 2 reset the model state (kiln_reset), the session goes on */
         if (n != 1) {
             return KILN_RPC_ERR_LENGTH;
         }
@@ -707,8 +710,11 @@ static int kiln_rpc_dispatch(kiln_rpc_server_t *s, uint8_t cmd, const uint8_t *i
             s->session = 0;
             s->session_token = 0;
             memset(kiln_rpc_arena_buf, 0, sizeof(kiln_rpc_arena_buf));
+            kiln_reset();
         } else if (in[0] == 1) {
             *exit_after = 1;
+        } else if (in[0] == 2) {
+            kiln_reset();
         } else {
             return KILN_RPC_ERR_ARG;
         }

@@ -60,7 +60,8 @@ typedef enum {
     KILN_RPC_CMD_LAYER = 0x0A,      /* name of one layer */
     KILN_RPC_CMD_TUNE_INFO = 0x0B,  /* one tuning variant: name and buffers */
     KILN_RPC_CMD_TUNE_RUN = 0x0C,   /* warm-up, then time N runs of one variant */
-    KILN_RPC_CMD_RESET = 0x0D,      /* mode 0: end session, zero arena; mode 1: leave server */
+    KILN_RPC_CMD_RESET = 0x0D,      /* 0: end session, zero arena, reset state; 1: leave server;
+                                     * 2: reset the model state (kiln_reset) */
     KILN_RPC_CMD_STEP = 0x0E        /* run layers [first, first + count) with kiln_run_layer */
 } kiln_rpc_cmd_t;
 
@@ -97,6 +98,8 @@ typedef enum {
 #define KILN_RPC_INFO_SESSION 0x02u /* a session is open */
 #define KILN_RPC_INFO_INPUTS_OVERWRITTEN 0x04u /* a run writes over the model inputs */
 #define KILN_RPC_INFO_STEP 0x08u    /* the server has STEP and the ARENA space */
+/* the server has RESET mode 2 (reset the model state) and resets it on HELLO */
+#define KILN_RPC_INFO_STATE_RESET 0x10u
 
 /* RUN flags. */
 #define KILN_RPC_RUN_CHECK_INPUT 0x01u /* verify the inputs' CRC-32 before running */

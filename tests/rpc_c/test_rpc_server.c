@@ -419,6 +419,7 @@ static void test_noise_and_reset(void)
 {
     static const uint8_t garbage[] = {0x13, 0x37, 0x00, 0xFF, 0xFE, 0x01, 0x00, 0x42};
     uint8_t mode;
+    uint32_t resets;
     size_t i;
     /* garbage: one NAK per damaged frame, then requests work */
     fake_out_len = 0;
@@ -431,10 +432,22 @@ static void test_noise_and_reset(void)
     CHECK_EQ(replies[0].seq, 0xFFFF);
     CHECK_EQ(status_of(request(KILN_RPC_CMD_INFO, 600, NULL, 0)), KILN_RPC_OK);
 
-    mode = 2;
+    mode = 3;
     CHECK_EQ(status_of(request(KILN_RPC_CMD_RESET, 601, &mode, 1)), KILN_RPC_ERR_ARG);
+    /* mode 2 resets the model state and keeps the session; so do HELLO and mode 0 */
+    resets = fixture_resets;
+    mode = 2;
+    CHECK_EQ(status_of(request(KILN_RPC_CMD_RESET, 605, &mode, 1)), KILN_RPC_OK);
+    CHECK_EQ(fixture_resets, resets + 1);
+    CHECK_EQ(status_of(request(KILN_RPC_CMD_RESET, 605, &mode, 1)), KILN_RPC_OK);
+    CHECK_EQ(fixture_resets, resets + 1);      /* a retransmission is not executed again */
+    CHECK_EQ(status_of(do_read(606, 1, 0, 0, 0, 1)), KILN_RPC_OK);
+    hello(607);
+    CHECK_EQ(fixture_resets, resets + 2);
+    CHECK(replies[num_replies - 1].payload[6] & KILN_RPC_INFO_STATE_RESET);
     mode = 0;
     CHECK_EQ(status_of(request(KILN_RPC_CMD_RESET, 602, &mode, 1)), KILN_RPC_OK);
+    CHECK_EQ(fixture_resets, resets + 3);
     CHECK_EQ(status_of(do_read(603, 1, 0, 0, 0, 1)), KILN_RPC_ERR_NO_SESSION);
     CHECK_EQ(server_exit, 0);
     mode = 1;
