@@ -166,11 +166,12 @@ def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int,
 # --- the fit verdict before a build -------------------------------------------------------
 #
 # Flash = code + weights + sample inputs (+ the .data image, 0 in kiln's firmware); RAM =
-# arena + model state + other statics + the stack reserve. Everything but the code is known exactly from
-# the compiler's report. The code (kiln's runtime, the kernels a model calls, one function
-# per layer, the RPC server in host-driven mode, newlib's memcpy & co.) is bounded by
-# CODE_BOUND below; when that bound says the firmware may not fit, the verdict comes from
-# linking it (link_fit), so `project create`, `info --board` and the build agree exactly.
+# arena + model state + other statics + the stack reserve. Everything but the code is
+# known exactly from the compiler's report. The code (kiln's runtime, the kernels a model
+# calls, one function per layer, the RPC server in host-driven mode, newlib's memcpy & co.)
+# is bounded by CODE_BOUND below; when that bound says the firmware may not fit, the
+# verdict comes from linking it (link_fit), so `project create`, `info --board` and the
+# build agree exactly.
 #
 # CODE_BOUND: base + per_layer × layers + per_kernel × distinct kernels, in bytes, the
 # smallest such line above the code (flash minus .kiln_weights and .kiln_inputs) of all 80
