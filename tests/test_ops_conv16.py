@@ -29,15 +29,16 @@ from conftest import models_root, require_tool
 
 
 def run16(cases: list[Case], seed: int, ref_cases: list[Case] | None = None,
-          x_range: int = 32768) -> kc.Artifact:
+          board: str = "host") -> kc.Artifact:
     """Compile the cases as one model, run kiln and TFLM on the same random int16 inputs
-    (in [-x_range, x_range - 1]) and compare every output exactly."""
+    and compare every output exactly. `board` picks the variants (mps2-an386 has the DSP
+    extension: the SIMD ones, whose plain C twins run here on the host)."""
     model = _build(cases)
     ref_model = model if ref_cases is None else _build(ref_cases)
     rng = np.random.default_rng(seed)
-    xs = [rng.integers(-x_range, x_range, size=t.shape).astype(np.int16)
+    xs = [rng.integers(-32768, 32768, size=t.shape).astype(np.int16)
           for c in cases for t in c.inputs if t is not None and t.data is None]
-    art = kc.compile(kc.load(model), board="host")
+    art = kc.compile(kc.load(model), board=board)
     got = art.run(*xs)
     want = run_reference(ref_model, xs)
     failures = []
@@ -233,6 +234,21 @@ def test_conv2d_16x8_edge_cases():
                     padding="SAME", bias="none"),
     ]
     run16(cases, seed=12)
+
+
+def test_simd_variants_16x8_random():
+    """The SIMD (SMLAD on int16 pairs) CONV_2D and FULLY_CONNECTED, the defaults on a
+    board with the DSP extension, in their plain C form: bit-exact with TFLM too (odd
+    depths, groups, every bias type, per-tensor weights with a zero point)."""
+    rng = np.random.default_rng(1625)
+    cases = [conv16_case(rng, i) for i in range(30)] + [fc16_case(rng, i) for i in range(30)]
+    cases += [conv16_case(rng, 30, h=6, w=6, kh=5, kw=5, cin=12, groups=1, bias="int32"),
+              fc16_case(rng, 31, depth=601, units=5, per_channel=False, w_zp=-9, bias="int64"),
+              fc16_case(rng, 32, depth=1024, units=3, batches=3, bias="int32")]
+    art = run16(cases, seed=19, board="mps2-an386")
+    kernels = {op["kernel"] for op in art.report["ops"]}
+    assert kernels == {"kiln_conv2d_dsp_s16", "kiln_conv2d_dsp_b32_s16",
+                       "kiln_fully_connected_dsp_s16", "kiln_fully_connected_dsp_b32_s16"}
 
 
 def test_dwconv2d_16x8_random():
@@ -486,8 +502,8 @@ def test_seanet_conv_bit_exact_on_host():
 @pytest.mark.qemu
 @pytest.mark.slow
 def test_seanet_conv_bit_exact_on_qemu(tmp_path: Path):
-    """The SEANet 16x8 conv as standalone firmware on QEMU's Cortex-M4 (mps2-an386) and
-    Cortex-M3 (mps2-an385): outputs identical to TFLM."""
+    """The SEANet 16x8 conv as standalone firmware on QEMU's Cortex-M4 (mps2-an386, the
+    SIMD kernel) and Cortex-M3 (mps2-an385, the plain one): outputs identical to TFLM."""
     from kiln.project_gen import create_project
 
     require_tool("arm-none-eabi-gcc")
@@ -495,8 +511,10 @@ def test_seanet_conv_bit_exact_on_qemu(tmp_path: Path):
     model = seanet_model()
     path = tmp_path / "seanet.tflite"
     path.write_bytes(model)
+    kernels = {"mps2-an386": "kiln_conv2d_dsp_s16", "mps2-an385": "kiln_conv2d_s16"}
     for board in ("mps2-an386", "mps2-an385"):
         p = create_project(path, board=board, out_dir=tmp_path / board)
+        assert [op["kernel"] for op in p.manifest["ops"]] == [kernels[board]]
         p.build()
         r = p.run()
         [x] = p.sample_inputs()

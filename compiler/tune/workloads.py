@@ -35,6 +35,8 @@ def workload_key(op_type: str, shape: LayerShape) -> str:
     parts.append("fast" if shape.requant_fast else "slow")
     if shape.clamped:
         parts.append("clamped")
+    if shape.dtype != "int8":
+        parts.append(shape.dtype)           # 16x8 layers: their own kernels
     return " ".join(parts)
 
 

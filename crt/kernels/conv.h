@@ -407,6 +407,47 @@ kiln_status_t kiln_fully_connected_b32_s16(const kiln_fc_params_t *params,
                                            const int8_t *filter, const int32_t *bias,
                                            const kiln_dims_t *output_dims, int16_t *output);
 
+/* SIMD variants (conv16_dsp.c): SMLAD on int16 pairs on cores with the DSP
+ * extension, the same results in plain C elsewhere. Their filters are
+ * packed at compile time as int16 pairs, each filter row (KH * KW * filter C
+ * values of CONV_2D, depth values of FULLY_CONNECTED) on its own
+ * (K + 1) / 2 words, lane 0 first, an odd row's last lane 0; 4-byte aligned.
+ * FULLY_CONNECTED's rows hold w + filter_offset (params->filter_offset 0).
+ * Other arguments and the scratch as their plain twins. */
+kiln_status_t kiln_conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                  const kiln_per_channel_requant_t *quant,
+                                  const kiln_dims_t *input_dims, const int16_t *input,
+                                  const kiln_dims_t *filter_dims, const int32_t *filter,
+                                  const int64_t *bias,
+                                  const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_conv2d_dsp_b32_s16(const kiln_context_t *ctx,
+                                      const kiln_conv_params_t *params,
+                                      const kiln_per_channel_requant_t *quant,
+                                      const kiln_dims_t *input_dims, const int16_t *input,
+                                      const kiln_dims_t *filter_dims, const int32_t *filter,
+                                      const int32_t *bias,
+                                      const kiln_dims_t *output_dims, int16_t *output);
+
+/* Scratch of both: as kiln_conv2d_s16_get_buffer_size. */
+int32_t kiln_conv2d_dsp_s16_get_buffer_size(const kiln_dims_t *input_dims,
+                                            const kiln_dims_t *filter_dims);
+
+kiln_status_t kiln_fully_connected_dsp_s16(const kiln_fc_params_t *params,
+                                           const kiln_per_channel_requant_t *quant,
+                                           const kiln_dims_t *input_dims, const int16_t *input,
+                                           const kiln_dims_t *filter_dims,
+                                           const int32_t *filter, const int64_t *bias,
+                                           const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_fully_connected_dsp_b32_s16(const kiln_fc_params_t *params,
+                                               const kiln_per_channel_requant_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int16_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int16_t *output);
+
 /* TRANSPOSE_CONV 16x8 (wide), a gather per output pixel as
  * kiln_transpose_conv_s8; bias int64 or NULL; dilation 1x1. No scratch. */
 kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,

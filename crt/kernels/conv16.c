@@ -16,21 +16,6 @@
 
 #define KILN_CONV16_BLOCK 256
 
-/* The parameters of a 16x8 layer are in range (offsets 0, int16 clamp). */
-static int conv16_params_valid(const kiln_conv_params_t *p)
-{
-    return p != NULL && p->stride.h > 0 && p->stride.w > 0 && p->dilation.h > 0 &&
-           p->dilation.w > 0 && p->padding.h >= 0 && p->padding.w >= 0 &&
-           p->input_offset == 0 && p->output_offset == 0 &&
-           p->activation.min >= INT16_MIN && p->activation.min <= p->activation.max &&
-           p->activation.max <= INT16_MAX;
-}
-
-static int quant_valid(const kiln_per_channel_requant_t *quant)
-{
-    return quant != NULL && quant->multiplier != NULL && quant->shift != NULL;
-}
-
 /* sum_k row[k] * w[k], exact (depth < 2^31 terms of at most 2^22: below 2^53). */
 static int64_t dot_s16_s8(const int16_t *row, const int8_t *w, int32_t depth)
 {
@@ -45,25 +30,6 @@ static int64_t dot_s16_s8(const int16_t *row, const int8_t *w, int32_t depth)
         acc += part;
     }
     return acc;
-}
-
-/* One output value. Wide: int64 bias and kiln_requantize64. Narrow: the int32
- * accumulator TFLM wraps (the exact sum reduced modulo 2^32) and
- * kiln_requantize. Then the activation clamp. */
-static int16_t conv16_output(int64_t sum, const int64_t *bias64, const int32_t *bias32,
-                             int wide, int32_t oc, const kiln_per_channel_requant_t *quant,
-                             int32_t act_min, int32_t act_max)
-{
-    int32_t scaled;
-    if (wide) {
-        const int64_t acc = sum + (bias64 != NULL ? bias64[oc] : 0);
-        scaled = kiln_requantize64(acc, quant->multiplier[oc], quant->shift[oc]);
-    } else {
-        const uint32_t wrapped = (uint32_t)(uint64_t)sum +
-                                 (bias32 != NULL ? (uint32_t)bias32[oc] : 0u);
-        scaled = kiln_requantize((int32_t)wrapped, quant->multiplier[oc], quant->shift[oc]);
-    }
-    return (int16_t)kiln_clamp(scaled, act_min, act_max);
 }
 
 /* ---- CONV_2D ------------------------------------------------------------ */
@@ -86,8 +52,8 @@ static kiln_status_t conv2d_s16(const kiln_context_t *ctx, const kiln_conv_param
                                 const int64_t *bias64, const int32_t *bias32, int wide,
                                 const kiln_dims_t *output_dims, int16_t *output)
 {
-    if (ctx == NULL || ctx->buf == NULL || !conv16_params_valid(params) || !quant_valid(quant) ||
-        input == NULL || filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
+    if (ctx == NULL || ctx->buf == NULL || !kiln_conv16_params_valid(params) ||
+        !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
@@ -136,9 +102,9 @@ static kiln_status_t conv2d_s16(const kiln_context_t *ctx, const kiln_conv_param
                     for (int32_t oc = g * group_out_c; oc < (g + 1) * group_out_c; ++oc) {
                         const int64_t sum = dot_s16_s8(
                             patch, filter + (size_t)oc * (size_t)patch_size, patch_size);
-                        out[oc] = conv16_output(sum, bias64, bias32, wide, oc, quant,
-                                                params->activation.min,
-                                                params->activation.max);
+                        out[oc] = kiln_conv16_output(sum, bias64, bias32, wide, oc, quant,
+                                                     params->activation.min,
+                                                     params->activation.max);
                     }
                 }
             }
@@ -178,8 +144,8 @@ kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
                                 const int64_t *bias,
                                 const kiln_dims_t *output_dims, int16_t *output)
 {
-    if (params == NULL || !conv16_params_valid(&params->conv) || params->depth_multiplier < 1 ||
-        !quant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
+    if (params == NULL || !kiln_conv16_params_valid(&params->conv) ||
+        params->depth_multiplier < 1 || !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
         !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
         !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims)) {
@@ -224,8 +190,8 @@ kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
                                           (size_t)out_c + (size_t)oc];
                         }
                     }
-                    out[oc] = conv16_output(sum, bias, NULL, 1, oc, quant, p->activation.min,
-                                            p->activation.max);
+                    out[oc] = kiln_conv16_output(sum, bias, NULL, 1, oc, quant,
+                                                 p->activation.min, p->activation.max);
                 }
             }
         }
@@ -243,7 +209,7 @@ static kiln_status_t fully_connected_s16(const kiln_fc_params_t *params,
                                          int wide,
                                          const kiln_dims_t *output_dims, int16_t *output)
 {
-    if (params == NULL || !quant_valid(quant) || input == NULL || filter == NULL ||
+    if (params == NULL || !kiln_requant_valid(quant) || input == NULL || filter == NULL ||
         output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
         !kiln_dims_valid(output_dims)) {
         return KILN_ERR_ARG;
@@ -275,8 +241,8 @@ static kiln_status_t fully_connected_s16(const kiln_fc_params_t *params,
         for (int32_t u = 0; u < units; ++u) {
             const int64_t sum = row_term + dot_s16_s8(row, filter + (size_t)u * (size_t)depth,
                                                       depth);
-            out[u] = conv16_output(sum, bias64, bias32, wide, u, quant, params->activation.min,
-                                   params->activation.max);
+            out[u] = kiln_conv16_output(sum, bias64, bias32, wide, u, quant,
+                                        params->activation.min, params->activation.max);
         }
     }
     return KILN_OK;
@@ -313,7 +279,7 @@ kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,
                                       const int64_t *bias,
                                       const kiln_dims_t *output_dims, int16_t *output)
 {
-    if (!conv16_params_valid(params) || !quant_valid(quant) || input == NULL ||
+    if (!kiln_conv16_params_valid(params) || !kiln_requant_valid(quant) || input == NULL ||
         filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims)) {
         return KILN_ERR_ARG;
@@ -365,8 +331,8 @@ kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,
                                 in_c);
                         }
                     }
-                    out[oc] = conv16_output(sum, bias, NULL, 1, oc, quant,
-                                            params->activation.min, params->activation.max);
+                    out[oc] = kiln_conv16_output(sum, bias, NULL, 1, oc, quant,
+                                                 params->activation.min, params->activation.max);
                 }
             }
         }

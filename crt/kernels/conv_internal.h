@@ -1,6 +1,6 @@
 /*
  * conv_internal.h - helpers shared by the conv-family kernels (conv2d.c,
- * fully_connected.c, dwconv.c, transpose_conv.c). Private: not part of the
+ * fully_connected.c, dwconv.c, transpose_conv.c, conv16*.c). Private: not part of the
  * kernel API and not included by kiln_kernels.h.
  */
 #ifndef KILN_CONV_INTERNAL_H
@@ -153,6 +153,43 @@ static inline void kiln_row_times_filter_s8(const int8_t *row, const int8_t *fil
         out[oc] = kiln_conv_output(acc, quant->multiplier[oc], quant->shift[oc],
                                    output_offset, act_min, act_max);
     }
+}
+
+/* ---- 16x8 (conv16.c, conv16_dsp.c; semantics in conv.h) ---------------- */
+
+/* The parameters of a 16x8 layer are in range (offsets 0, int16 clamp). */
+static inline int kiln_conv16_params_valid(const kiln_conv_params_t *p)
+{
+    return p != NULL && p->stride.h > 0 && p->stride.w > 0 && p->dilation.h > 0 &&
+           p->dilation.w > 0 && p->padding.h >= 0 && p->padding.w >= 0 &&
+           p->input_offset == 0 && p->output_offset == 0 &&
+           p->activation.min >= INT16_MIN && p->activation.min <= p->activation.max &&
+           p->activation.max <= INT16_MAX;
+}
+
+static inline int kiln_requant_valid(const kiln_per_channel_requant_t *quant)
+{
+    return quant != NULL && quant->multiplier != NULL && quant->shift != NULL;
+}
+
+/* One output value. Wide: int64 bias and kiln_requantize64. Narrow: the int32
+ * accumulator TFLM wraps (the exact sum reduced modulo 2^32) and
+ * kiln_requantize. Then the activation clamp. */
+static inline int16_t kiln_conv16_output(int64_t sum, const int64_t *bias64,
+                                         const int32_t *bias32, int wide, int32_t oc,
+                                         const kiln_per_channel_requant_t *quant,
+                                         int32_t act_min, int32_t act_max)
+{
+    int32_t scaled;
+    if (wide) {
+        const int64_t acc = sum + (bias64 != NULL ? bias64[oc] : 0);
+        scaled = kiln_requantize64(acc, quant->multiplier[oc], quant->shift[oc]);
+    } else {
+        const uint32_t wrapped = (uint32_t)(uint64_t)sum +
+                                 (bias32 != NULL ? (uint32_t)bias32[oc] : 0u);
+        scaled = kiln_requantize((int32_t)wrapped, quant->multiplier[oc], quant->shift[oc]);
+    }
+    return (int16_t)kiln_clamp(scaled, act_min, act_max);
 }
 
 #endif /* KILN_CONV_INTERNAL_H */

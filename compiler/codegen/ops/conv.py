@@ -24,7 +24,7 @@ the knobs are a kernel and a layout together, so a record of them replays exactl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -120,6 +120,7 @@ class LayerShape:
     # Not in the variant choice, but in the timing (a tuner's workload key):
     stride: tuple[int, int] = (1, 1)
     clamped: bool = False                   # activation range narrower than int8's
+    dtype: str = "int8"                     # activations: int8, or int16 (16x8 layers)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected
                     2: "kiln_fully_connected_rows2_s8"}
 # DEPTHWISE_CONV_2D by (variant, ch_block); all take a folded bias and C bytes of scratch.
 _DW_KERNELS = {("3x3", 4): "kiln_dwconv2d_3x3_s8", ("channels", 4): "kiln_dwconv2d_ch4_s8"}
+# A depthwise layer with one input channel as a CONV_2D gemm, by (oc_block, weights).
+_DW_GEMM_KNOBS = ((4, "s16"), (2, "s16"), (2, "s8"))
 
 
 def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
@@ -162,6 +165,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     instructions than the plain one on every such layer of KWS and VWW, so it leads
     there."""
     _, kh, kw, fc = shape.filter
+    if shape.dtype == "int16":
+        return _candidates16(op, target)
     blocked: list[dict] = []      # the blocked kernels this layer can use
     plain: list[dict] = []
     if op == "CONV_2D":
@@ -182,6 +187,13 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 blocked.append({"variant": "3x3", "ch_block": 4})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
+        # One input channel: output channel oc is a CONV_2D filter over that channel, so
+        # the layer runs as one (the gemm kernels, filter transposed to OHWI at compile
+        # time): TFLM's micro_speech (10x8 filter, multiplier 8) on QEMU mps2-an386 from
+        # 12 to DW_GEMM_IPM instructions per MAC.
+        if shape.requant_fast and shape.input[3] == 1 and shape.depth_multiplier > 1:
+            blocked += [{"variant": "gemm", "oc_block": oc, "px_block": 2, "weights": w}
+                        for oc, w in _DW_GEMM_KNOBS]
     elif op == "FULLY_CONNECTED":
         if shape.requant_fast:
             blocked += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
@@ -193,6 +205,17 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     if target.cpu == "cortex-m3" and blocked and blocked[0]["variant"] == "3x3":
         return blocked[:1] + plain + blocked[1:]
     return plain + blocked
+
+
+def _candidates16(op: str, target: Target) -> list[dict]:
+    """16x8 CONV_2D and FULLY_CONNECTED: the SIMD kernel on int16 pairs ("dsp",
+    conv16_dsp.c) and the plain one; the SIMD one first on cores with the DSP extension
+    (on QEMU mps2-an386 it takes 0.37x the plain one's instructions on the SEANet conv),
+    second elsewhere, where its pairs are plain C."""
+    if op not in ("CONV_2D", "FULLY_CONNECTED"):
+        raise ValueError(f"no 16x8 variants for {op}")
+    dsp, plain = {"variant": "dsp"}, {"variant": "generic"}
+    return [dsp, plain] if target.dsp else [plain, dsp]
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
@@ -225,6 +248,10 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
     k = _pick("DEPTHWISE_CONV_2D", shape, target, knobs)
     if k["variant"] == "generic":
         return Variant("kiln_dwconv2d_s8", k, 0)
+    if k["variant"] == "gemm":         # as the CONV_2D with filter (C_out, KH, KW, 1)
+        _, kh, kw, out_c = shape.filter
+        return conv2d_variant(replace(shape, filter=(out_c, kh, kw, 1), depth_multiplier=1),
+                              target, k)
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
 
 
@@ -890,6 +917,17 @@ def _bias16(ctx: LowerCtx, b: Tensor | None) -> str:
     return ctx.ptr(b)
 
 
+def pack_pairs16(rows: np.ndarray) -> np.ndarray:
+    """(R, K) int16-range values → the words of the 16x8 SIMD kernels (conv.h): each row
+    on its own (K + 1) / 2 words, two values per word, lane 0 first, an odd row's last
+    word holding its last value in lane 0."""
+    r, k = rows.shape
+    padded = np.zeros((r, k + (k & 1)), dtype=np.int64)
+    padded[:, :k] = rows
+    lanes = padded.reshape(r, -1, 2) & 0xFFFF
+    return (lanes[..., 0] | (lanes[..., 1] << 16)).astype(np.uint32).reshape(-1).view(np.int32)
+
+
 def _kernel16(name: str, mode: str) -> str:
     return f"kiln_{name}_s16" if mode == "wide" else f"kiln_{name}_b32_s16"
 
@@ -904,17 +942,25 @@ def _lower_conv2d_s16(ctx: LowerCtx) -> LayerCode:
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
     mult, shift = _multipliers(x, w, y, out_c)
     mode = _mode(ctx, x, b)
-    kernel = _kernel16("conv2d", mode)
-    scratch = 2 * w.shape[1] * w.shape[2] * w.shape[3]    # kiln_conv2d_s16_get_buffer_size
+    act = _act16(ctx, y)
+    shape = _conv_shape(x, w, y, g, False, act)
+    shape = replace(shape, clamped=act != (-32768, 32767), dtype="int16")
+    k = _pick("CONV_2D", shape, ctx.target, ctx.knobs)
+    kernel = _kernel16("conv2d" if k["variant"] == "generic" else "conv2d_dsp", mode)
+    # kiln_conv2d[_dsp]_s16_get_buffer_size: one receptive field as int16
+    scratch = 2 * w.shape[1] * w.shape[2] * w.shape[3]
+    filter_name = ctx.ptr(w) if k["variant"] == "generic" else \
+        ctx.const("filter", pack_pairs16(w.data.reshape(out_c, -1)), "int32_t",
+                  f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
     lines = [
-        _conv_params_c("kiln_conv_params_t", g, x, y, _act16(ctx, y)),
+        _conv_params_c("kiln_conv_params_t", g, x, y, act),
         _quant_c(ctx, mult, shift),
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
         f"const kiln_context_t ctx = {{scratch, {scratch}}};",
         _call(kernel, "&ctx, &params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+              f"&filter_dims, {filter_name}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
     ]
     groups = x.shape[3] // w.shape[3]
     macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2] * w.shape[3]
@@ -923,7 +969,7 @@ def _lower_conv2d_s16(ctx: LowerCtx) -> LayerCode:
                f"(top {g.padding[0]}, left {g.padding[1]})"
                f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}; {_summary16(mode)}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
-                     summary=summary, knobs={"variant": "generic"})
+                     summary=summary, knobs=k, shape=shape)
 
 
 def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
@@ -958,10 +1004,21 @@ def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
     act = _act16(ctx, y)
     mult, shift, w_off = _fc_quant(x, w, y, s.units)
     mode = _mode(ctx, x, b)
-    kernel = _kernel16("fully_connected", mode)
+    shape = LayerShape(input=(s.batches, 1, 1, s.depth), filter=(s.units, 1, 1, s.depth),
+                       output=(s.batches, 1, 1, s.units), requant_fast=False,
+                       clamped=act != (-32768, 32767), dtype="int16")
+    k = _pick("FULLY_CONNECTED", shape, ctx.target, ctx.knobs)
+    if k["variant"] == "generic":
+        kernel = _kernel16("fully_connected", mode)
+        filter_name, param_w_off = ctx.ptr(w), w_off
+    else:
+        kernel = _kernel16("fully_connected_dsp", mode)
+        filter_name, param_w_off = ctx.const(
+            "filter", pack_pairs16(w.data.astype(np.int64) + w_off), "int32_t",
+            f"{w.name} + filter_offset packed as int16 pairs for {kernel} (conv.h)"), 0
     lines = [
         "static const kiln_fc_params_t params = {",
-        f"    .input_offset = 0, .filter_offset = {w_off}, .output_offset = 0,",
+        f"    .input_offset = 0, .filter_offset = {param_w_off}, .output_offset = 0,",
         f"    .activation = {{{act[0]}, {act[1]}}},",
         "};",
         _quant_c(ctx, mult, shift),
@@ -969,13 +1026,13 @@ def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
         _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+              f"&filter_dims, {filter_name}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
     ]
     kind = "per-channel" if w.quant.per_channel else "per-tensor"
     summary = (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}; "
                f"{_summary16(mode)}")
     return LayerCode(kernel=kernel, body="\n".join(lines), macs=s.batches * s.depth * s.units,
-                     summary=summary, knobs={"variant": "generic"})
+                     summary=summary, knobs=k, shape=shape)
 
 
 def _lower_transpose_conv_s16(ctx: LowerCtx) -> LayerCode:

@@ -1,0 +1,237 @@
+/*
+ * conv16_dsp.c - SIMD variants of the 16x8 CONV_2D and FULLY_CONNECTED
+ * (conv.h). int16 activations come in pairs already: one SMLAD (conv_dsp.h;
+ * plain C on cores without the DSP extension) multiplies two of them by two
+ * weights the compiler packed as int16 pairs, so the inner loop is one word
+ * load of input per two channels' two MACs each.
+ *
+ * Exactness: each SMLAD adds at most 2 * 32768 * 128 = 2^23 in magnitude, so
+ * KILN_PAIR_BLOCK = 128 of them stay below 2^30 in an int32 partial sum,
+ * widened to the int64 sum once per block; the sum is the exact one the plain
+ * kernels (conv16.c) form, and the output the same kiln_conv16_output.
+ */
+#include "conv_dsp.h"
+
+#define KILN_PAIR_BLOCK 128
+
+/* Two int16 values from any 2-byte aligned address as one word, lane 0 first
+ * (an unaligned LDR on cores that allow it). */
+static inline uint32_t load_s16x2(const int16_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* s0, s1 = sums over `pairs` words of the int16 pairs at x times the packed
+ * rows w0, w1 (exact, see above). */
+static KILN_ALWAYS_INLINE void dot2_pairs(const int16_t *x, const uint32_t *w0,
+                                          const uint32_t *w1, int32_t pairs,
+                                          int64_t *s0, int64_t *s1)
+{
+    int64_t a0 = 0;
+    int64_t a1 = 0;
+    int32_t j = 0;
+    while (j < pairs) {
+        const int32_t end = pairs - j > KILN_PAIR_BLOCK ? j + KILN_PAIR_BLOCK : pairs;
+        int32_t p0 = 0;
+        int32_t p1 = 0;
+        for (; j < end; ++j) {
+            const uint32_t v = load_s16x2(x + 2 * j);
+            p0 = kiln_smlad(v, w0[j], p0);
+            p1 = kiln_smlad(v, w1[j], p1);
+        }
+        a0 += p0;
+        a1 += p1;
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+/* One row: x of `depth` int16 values (a whole number of pairs is read, so an
+ * odd depth's last value is taken alone) times out_ch packed rows of
+ * row_words words each, outputs into out[first .. first + out_ch). */
+static void row_times_pairs(const int16_t *x, int32_t depth, const uint32_t *filter,
+                            int32_t row_words, int32_t first, int32_t out_ch,
+                            const int64_t *bias64, const int32_t *bias32, int wide,
+                            const kiln_per_channel_requant_t *quant, int32_t act_min,
+                            int32_t act_max, int16_t *out)
+{
+    const int32_t pairs = depth / 2;
+    const int odd = depth & 1;
+    for (int32_t c = 0; c < out_ch; c += 2) {
+        const int32_t oc = first + c;
+        const uint32_t *w0 = filter + (size_t)c * (size_t)row_words;
+        const uint32_t *w1 = c + 1 < out_ch ? w0 + row_words : w0;
+        int64_t s0;
+        int64_t s1;
+        dot2_pairs(x, w0, w1, pairs, &s0, &s1);
+        if (odd) {
+            /* The last word of a row holds the last weight in lane 0 (lane 1 is 0). */
+            s0 += (int32_t)x[depth - 1] * (int32_t)(int16_t)(uint16_t)w0[pairs];
+            s1 += (int32_t)x[depth - 1] * (int32_t)(int16_t)(uint16_t)w1[pairs];
+        }
+        out[oc] = kiln_conv16_output(s0, bias64, bias32, wide, oc, quant, act_min, act_max);
+        if (c + 1 < out_ch) {
+            out[oc + 1] = kiln_conv16_output(s1, bias64, bias32, wide, oc + 1, quant, act_min,
+                                             act_max);
+        }
+    }
+}
+
+/* ---- CONV_2D ------------------------------------------------------------ */
+
+int32_t kiln_conv2d_dsp_s16_get_buffer_size(const kiln_dims_t *input_dims,
+                                            const kiln_dims_t *filter_dims)
+{
+    return kiln_conv2d_s16_get_buffer_size(input_dims, filter_dims);
+}
+
+static kiln_status_t conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                    const kiln_per_channel_requant_t *quant,
+                                    const kiln_dims_t *input_dims, const int16_t *input,
+                                    const kiln_dims_t *filter_dims, const int32_t *filter,
+                                    const int64_t *bias64, const int32_t *bias32, int wide,
+                                    const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (ctx == NULL || ctx->buf == NULL || !kiln_conv16_params_valid(params) ||
+        !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
+        ((uintptr_t)filter & 3u) != 0 || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t in_c = input_dims->c;
+    const int32_t k_h = filter_dims->h;
+    const int32_t k_w = filter_dims->w;
+    const int32_t group_c = filter_dims->c;
+    const int32_t out_c = output_dims->c;
+    const int32_t scratch = kiln_conv2d_dsp_s16_get_buffer_size(input_dims, filter_dims);
+    if (in_c % group_c != 0 || input_dims->n != output_dims->n || filter_dims->n != out_c ||
+        out_c % (in_c / group_c) != 0 || scratch == 0 || ctx->size < scratch) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t groups = in_c / group_c;
+    const int32_t group_out_c = out_c / groups;
+    const int32_t patch_size = k_h * k_w * group_c;
+    const int32_t row_words = (patch_size + 1) / 2;
+    const uint32_t *packed = (const uint32_t *)filter;
+    int16_t *patch = (int16_t *)ctx->buf;
+
+    int16_t *out = output;
+    for (int32_t b = 0; b < output_dims->n; ++b) {
+        const int16_t *image = input + (size_t)b * (size_t)in_h * (size_t)in_w * (size_t)in_c;
+        for (int32_t oy = 0; oy < output_dims->h; ++oy) {
+            const int32_t iy0 = oy * params->stride.h - params->padding.h;
+            for (int32_t ox = 0; ox < output_dims->w; ++ox, out += out_c) {
+                const int32_t ix0 = ox * params->stride.w - params->padding.w;
+                for (int32_t g = 0; g < groups; ++g) {
+                    int16_t *dst = patch;
+                    for (int32_t ky = 0; ky < k_h; ++ky) {
+                        const int32_t iy = iy0 + ky * params->dilation.h;
+                        for (int32_t kx = 0; kx < k_w; ++kx, dst += group_c) {
+                            const int32_t ix = ix0 + kx * params->dilation.w;
+                            if (iy < 0 || iy >= in_h || ix < 0 || ix >= in_w) {
+                                memset(dst, 0, (size_t)group_c * sizeof(int16_t));
+                            } else {
+                                memcpy(dst, image + ((size_t)iy * (size_t)in_w + (size_t)ix) *
+                                                    (size_t)in_c + (size_t)g * (size_t)group_c,
+                                       (size_t)group_c * sizeof(int16_t));
+                            }
+                        }
+                    }
+                    const int32_t first = g * group_out_c;
+                    row_times_pairs(patch, patch_size,
+                                    packed + (size_t)first * (size_t)row_words, row_words,
+                                    first, group_out_c, bias64, bias32, wide, quant,
+                                    params->activation.min, params->activation.max, out);
+                }
+            }
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                  const kiln_per_channel_requant_t *quant,
+                                  const kiln_dims_t *input_dims, const int16_t *input,
+                                  const kiln_dims_t *filter_dims, const int32_t *filter,
+                                  const int64_t *bias,
+                                  const kiln_dims_t *output_dims, int16_t *output)
+{
+    return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, bias, NULL,
+                          1, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_dsp_b32_s16(const kiln_context_t *ctx,
+                                      const kiln_conv_params_t *params,
+                                      const kiln_per_channel_requant_t *quant,
+                                      const kiln_dims_t *input_dims, const int16_t *input,
+                                      const kiln_dims_t *filter_dims, const int32_t *filter,
+                                      const int32_t *bias,
+                                      const kiln_dims_t *output_dims, int16_t *output)
+{
+    return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, NULL, bias,
+                          0, output_dims, output);
+}
+
+/* ---- FULLY_CONNECTED ---------------------------------------------------- */
+
+static kiln_status_t fully_connected_dsp_s16(const kiln_fc_params_t *params,
+                                             const kiln_per_channel_requant_t *quant,
+                                             const kiln_dims_t *input_dims,
+                                             const int16_t *input,
+                                             const kiln_dims_t *filter_dims,
+                                             const int32_t *filter, const int64_t *bias64,
+                                             const int32_t *bias32, int wide,
+                                             const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (params == NULL || !kiln_requant_valid(quant) || input == NULL || filter == NULL ||
+        output == NULL || ((uintptr_t)filter & 3u) != 0 || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    if (params->input_offset != 0 || params->output_offset != 0 || params->filter_offset != 0 ||
+        params->activation.min < INT16_MIN || params->activation.min > params->activation.max ||
+        params->activation.max > INT16_MAX) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = filter_dims->c;
+    const int32_t units = filter_dims->n;
+    const int32_t batches = output_dims->n;
+    if (input_dims->c != depth || input_dims->n != batches || output_dims->c != units) {
+        return KILN_ERR_ARG;
+    }
+    for (int32_t b = 0; b < batches; ++b) {
+        row_times_pairs(input + (size_t)b * (size_t)depth, depth, (const uint32_t *)filter,
+                        (depth + 1) / 2, 0, units, bias64, bias32, wide, quant,
+                        params->activation.min, params->activation.max,
+                        output + (size_t)b * (size_t)units);
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_fully_connected_dsp_s16(const kiln_fc_params_t *params,
+                                           const kiln_per_channel_requant_t *quant,
+                                           const kiln_dims_t *input_dims, const int16_t *input,
+                                           const kiln_dims_t *filter_dims,
+                                           const int32_t *filter, const int64_t *bias,
+                                           const kiln_dims_t *output_dims, int16_t *output)
+{
+    return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, bias,
+                                   NULL, 1, output_dims, output);
+}
+
+kiln_status_t kiln_fully_connected_dsp_b32_s16(const kiln_fc_params_t *params,
+                                               const kiln_per_channel_requant_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int16_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int16_t *output)
+{
+    return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, NULL,
+                                   bias, 0, output_dims, output);
+}
