@@ -532,3 +532,28 @@ def test_conv16_kernels_cross_compile(cpu: str, tmp_path: Path):
     subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", *_ARM_FLAGS[cpu],
                     "-I", str(kernels), "-c", str(kernels / "conv16.c"),
                     "-o", str(tmp_path / "conv16.o")], check=True)
+
+
+def test_16x8_layers_are_tunable_workloads():
+    """On a DSP core the 16x8 CONV_2D and FULLY_CONNECTED are tuner workloads of their
+    own (keys end in int16: never an int8 layer's record), with the SIMD and the plain
+    kernel as candidates, and a record picking the plain one replays."""
+    from kiln.compiler.codegen.lowering import Target
+    from kiln.compiler.tune.records import Records
+    from kiln.compiler.tune.workloads import extract_workloads
+
+    dsp = Target(board="mps2-an386", cpu="cortex-m4", dsp=True)
+    rng = np.random.default_rng(1626)
+    model = _build([conv16_case(rng, 0, bias="int64"), fc16_case(rng, 1, bias="int32")])
+    graph = kc.compile(kc.load(model), board="mps2-an386").graph
+    workloads = extract_workloads(graph, dsp)
+    assert [w.op_type for w in workloads] == ["CONV_2D", "FULLY_CONNECTED"]
+    for w in workloads:
+        assert w.key.endswith(" int16")
+        assert w.candidates == [{"variant": "dsp"}, {"variant": "generic"}]
+    records = Records(entries=[
+        {"workload": w.key, "board": "mps2-an386", "knobs": {"variant": "generic"},
+         "status": "ok", "cycles": {"median": 1, "min": 1, "max": 1}} for w in workloads])
+    art = kc.compile(kc.load(model), board="mps2-an386", tuning_records=records)
+    assert [op["kernel"] for op in art.report["ops"]] == ["kiln_conv2d_s16",
+                                                          "kiln_fully_connected_b32_s16"]

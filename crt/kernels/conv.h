@@ -1,6 +1,7 @@
 /*
  * conv.h - convolution-like int8 kernels: CONV_2D, DEPTHWISE_CONV_2D,
- * FULLY_CONNECTED and TRANSPOSE_CONV.
+ * FULLY_CONNECTED and TRANSPOSE_CONV; their 16x8 forms (int16 activations)
+ * are in the last section.
  *
  * Bit-exact with tflite-micro's reference kernels (integer_ops/conv.h,
  * depthwise_conv.h, fully_connected.h, transpose_conv.h): every output is

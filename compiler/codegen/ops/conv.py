@@ -1,4 +1,5 @@
-"""Lowerings: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV (int8).
+"""Lowerings: CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, TRANSPOSE_CONV (int8, and 16x8:
+int16 activations with int8 weights, in the last section).
 
 Every parameter the kernels need is derived here, at compile time, exactly as
 tflite-micro's Prepare() derives it (kernels/conv_common.cc,
@@ -648,6 +649,8 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     abs_sums = np.abs(taps).sum(axis=0)
     shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act, mult_opt)
     v = dwconv2d_variant(shape, ctx.target, ctx.knobs)
+    if v.knobs["variant"] == "gemm":
+        return _lower_dwconv2d_gemm(ctx, g, act, shape, v)
     kernel = v.kernel
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
@@ -686,6 +689,45 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
                f"{_act_name(ctx)}{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch, macs=macs,
                      summary=summary, knobs=v.knobs, shape=shape)
+
+
+def _lower_dwconv2d_gemm(ctx: LowerCtx, g: ConvGeometry, act: tuple[int, int],
+                         shape: LayerShape, v: Variant) -> LayerCode:
+    """A depthwise layer with one input channel as the CONV_2D it equals: output channel
+    oc convolves the input with filter[0, :, :, oc], so the OHWI filter is the 1HWC one
+    transposed (packed for the gemm kernel of the knobs), and the bias folds and the
+    requantization runs per output channel exactly as CONV_2D's."""
+    x, w, b, y = ctx.input(0), ctx.input(1), ctx.input(2), ctx.output(0)
+    out_c = y.shape[3]
+    mult, shift = _multipliers(x, w, y, out_c)
+    ohwi = w.data.transpose(3, 1, 2, 0)
+    weights = ohwi.astype(np.int64).reshape(out_c, -1)
+    folded = _bias_values(b, out_c) - qparams(x)[1] * weights.sum(axis=1)
+    table, folded = requant_fast(mult, shift, folded, np.abs(weights).sum(axis=1))
+    kind = v.knobs["weights"]
+    filter_name = ctx.const("filter", pack_conv2d_filter(ohwi, v.knobs["oc_block"], kind),
+                            "int32_t", f"{w.name} transposed to OHWI, packed as "
+                            f"{'int16 pairs' if kind == 's16' else 'int8'} for {v.kernel} "
+                            "(conv.h)")
+    bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
+                          "bias + input_offset * sum(channel taps)")
+    lines = [
+        _conv_params_c("kiln_conv_params_t", g, x, y, act),
+        _requant_fast_c(ctx, table),
+        f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
+        f"static const kiln_dims_t filter_dims = {c_dims(ohwi.shape)};",
+        f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
+        f"const kiln_context_t ctx = {{scratch, {v.scratch}}};",
+        _call(v.kernel, "&ctx, &params, quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {out_c}, one input "
+               f"channel: as CONV_2D, stride {g.stride[0]}x{g.stride[1]}, dilation "
+               f"{g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding (top {g.padding[0]}, "
+               f"left {g.padding[1]}){_act_name(ctx)}; {_knobs_c(v)}")
+    return LayerCode(kernel=v.kernel, body="\n".join(lines), scratch_bytes=v.scratch,
+                     macs=int(np.prod(y.shape)) * w.shape[1] * w.shape[2], summary=summary,
+                     knobs=v.knobs, shape=shape)
 
 
 # --- FULLY_CONNECTED -------------------------------------------------------------------
