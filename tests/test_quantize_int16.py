@@ -142,3 +142,16 @@ def test_cli_quantize_int16(tmp_path, capsys):
               "-o", str(tmp_path / "x.tflite"), "--activations", "int4"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and "int4" in err
+
+
+def test_float_io_wraps_the_16x8_model():
+    """io="float": QUANTIZE float→int16 after the input, DEQUANTIZE int16→float before
+    the output; kiln and TFLM give the same floats."""
+    g = load(small_float_model())
+    q = quantize(g, _f32((32, 1, 8, 8, 2), -2, 2), activations="int16", io="float")
+    assert [op.type for op in q.ops][0] == "QUANTIZE" and q.ops[-1].type == "DEQUANTIZE"
+    assert q.tensor(q.ops[0].outputs[0]).dtype == "int16"
+    x = _f32((1, 8, 8, 2), -2, 2)
+    got = compile(q, board="host").run(x)[0]
+    assert_equal_exact(got, run_reference(write(q), [x])[0], "float I/O")
+    np.testing.assert_allclose(got.reshape(-1), float_outputs(g, x).reshape(-1), atol=0.05)
