@@ -169,6 +169,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                       "rule": o.rule} for o, delta in plan.shared()],
         # Model state (variable tensors), kept across runs apart from the arena (.bss).
         "state_bytes": plan.state_bytes,
+        "state_plan": [{"buffer": b.name, "offset": b.offset, "size": b.size}
+                       for b in plan.state],
         "tensor_lower_bound_bytes": lower_bound([b for b in plan.buffers if b.kind == "tensor"]),
         "scratch_bytes": sum(b.size for b in plan.buffers if b.kind == "scratch"),
         "weights_bytes": weights_bytes(consts),

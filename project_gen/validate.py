@@ -236,6 +236,10 @@ def validate(target: Target, host: Artifact, reference: FloatReference, data: In
     `cycles` turns device ticks into the unit reported (instructions on QEMU)."""
     specs = [TensorSpec.from_report(e) for e in host.report["outputs"]]
     n = len(data.samples)
+    # A stateful model: both sides start from the initial state and carry it in step.
+    host.reset()
+    if target.session.device.has_state_reset:
+        target.session.reset_state()
     got: list[list[np.ndarray]] = [[] for _ in specs]
     ref: list[list[np.ndarray]] = [[] for _ in specs]
     ticks = []

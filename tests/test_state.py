@@ -127,6 +127,7 @@ def test_variables_are_never_placed_in_the_arena():
     tensors = {t["name"]: t for t in r["tensors"]}
     assert tensors["acc"]["offset"] == "state:0"
     assert r["state_bytes"] == 8                           # 4 bytes, ALIGNed
+    assert r["state_plan"] == [{"buffer": "t1_acc", "offset": 0, "size": 4}]
     assert "t1_acc" not in {b["buffer"] for b in r["memory_plan"]}
     assert all(b.kind != "state" for b in art.plan.buffers)
     assert [(b.name, b.offset, b.size) for b in art.plan.state] == [("t1_acc", 0, 4)]
@@ -337,3 +338,15 @@ def test_rpc_on_qemu_carries_state_and_resets_it(tmp_path):
             got.append(s.run(x)[0])
     for i, (g, w) in enumerate(zip(got, want)):
         assert_equal_exact(g, w, f"QEMU RPC run {i}")
+
+
+def test_a_handle_read_by_another_op_is_refused():
+    from resource_builder import RESOURCE, Subgraph, build_subgraphs
+
+    q = dict(scale=0.1, zero_point=0)
+    tensors = [TensorSpec((1, 4), "int8", name="x", **q), RESOURCE,
+               TensorSpec((1, 4), "int8", name="y", **q)]
+    ops = [OpSpec("VAR_HANDLE", [], [1], {"shared_name": "v"}),
+           OpSpec("ASSIGN_VARIABLE", [1, 0], []), OpSpec("ADD", [0, 1], [2])]
+    with pytest.raises(ModelError, match=r"op 2 \(ADD\) reads a resource handle"):
+        load(build_subgraphs([Subgraph(tensors, ops, [0], [2])]))

@@ -134,6 +134,13 @@ def resource_variables(graph: Graph, read_subgraph: Callable[[int], Subgraph],
         t.dtype, t.shape, t.quant = value.dtype, tuple(value.shape), copy.deepcopy(value.quant)
         t.data, t.is_variable, t.name = None, True, name
     var_of = {h: variable[key] for h, key in handles.items()}
+    for op in graph.ops:        # a handle is only ever READ_/ASSIGN_VARIABLE's first input
+        used = op.inputs[1:] if op.type in ("READ_VARIABLE", "ASSIGN_VARIABLE") else op.inputs
+        if any(t in handles for t in used):
+            raise ModelError(f"{op.describe()} reads a resource handle; only READ_VARIABLE "
+                             "and ASSIGN_VARIABLE take one")
+    if any(t in handles for t in graph.inputs + graph.outputs):
+        raise ModelError("a resource handle is a model input or output")
 
     ops: list[Op] = []
     for op in graph.ops:
