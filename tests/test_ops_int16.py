@@ -1,5 +1,8 @@
 """int16 activations (16x8 models: symmetric int16, zero point 0) against tflite-micro,
-exactly: ADD, SUB, MUL, QUANTIZE, DEQUANTIZE, LOGISTIC, TANH, SOFTMAX, pooling, RELUs.
+exactly: ADD, SUB, MUL, MAXIMUM, MINIMUM, SQUARED_DIFFERENCE (broadcasting), QUANTIZE
+(int16 -> int8/int16/int32, int8/float32 -> int16), DEQUANTIZE, LOGISTIC, TANH, SOFTMAX
+(int16 and int8 -> int16), AVERAGE/MAX_POOL_2D, RELU, RELU6, LEAKY_RELU, ABS, MEAN, SUM;
+a multi-op model on the host, under sanitizers and on QEMU.
 
 Like the int8 op tests, many independent cases share one model (one host build, one
 TFLM run); each output is compared exactly and labelled with its case.
