@@ -160,13 +160,17 @@ def test_mnist_lstm_model_matches_tflm(models_dir):
         assert_equal_exact(art.run(x)[0], want[i], f"call {i}")
 
 
-@pytest.mark.parametrize("variant", ["cifg", "peephole", "projection", "layer_norm"])
+@pytest.mark.parametrize("variant", ["cifg", "peephole", "projection", "layer_norm",
+                                     "diagonal"])
 def test_lstm_variants_refused_by_name(variant):
-    model = lstm_model(np.random.default_rng(0), variants=(variant,))
+    g = load(lstm_model(np.random.default_rng(0), variants=(variant,)))
+    if variant == "diagonal":
+        g.ops[0].options["diagonal_recurrent_tensors"] = True
     with pytest.raises(ModelError, match={"cifg": "CIFG", "peephole": "peephole",
                                           "projection": "projection",
-                                          "layer_norm": "layer normalization"}[variant]):
-        kiln_compile(load(model), board="host")
+                                          "layer_norm": "layer normalization",
+                                          "diagonal": "diagonal recurrent"}[variant]):
+        kiln_compile(g, board="host")
 
 
 def test_cell_scale_helpers():

@@ -77,6 +77,8 @@ def _check(ctx: LowerCtx) -> str | None:
                if any(ctx.input(i) is not None for i in idx)]
     if ctx.input(INPUT_WEIGHTS["input"]) is None:
         present.insert(0, "CIFG (coupled input and forget gates: no input gate weights)")
+    if op.options.get("diagonal_recurrent_tensors"):
+        present.append("diagonal recurrent weights")
     if present:
         return (f"LSTM variants are not supported: {', '.join(present)} "
                 "(tflite-micro's integer LSTM runs the standard cell only)")
