@@ -249,6 +249,27 @@ def test_simd_variants_16x8_random():
     kernels = {op["kernel"] for op in art.report["ops"]}
     assert kernels == {"kiln_conv2d_dsp_s16", "kiln_conv2d_dsp_b32_s16",
                        "kiln_fully_connected_dsp_s16", "kiln_fully_connected_dsp_b32_s16"}
+    # The int8-weight SIMD kernels, through tuning records.
+    from kiln.compiler.codegen.lowering import Target
+    from kiln.compiler.tune.records import Records
+    from kiln.compiler.tune.workloads import extract_workloads
+
+    w8 = {"variant": "dsp", "weights": "s8"}
+    model = _build(cases)
+    graph = kc.compile(kc.load(model), board="mps2-an386").graph
+    records = Records(entries=[
+        {"workload": w.key, "board": "mps2-an386", "knobs": w8, "status": "ok",
+         "cycles": {"median": 1, "min": 1, "max": 1}}
+        for w in extract_workloads(graph, Target("mps2-an386", "cortex-m4", True))])
+    art = kc.compile(kc.load(model), board="mps2-an386", tuning_records=records)
+    assert {op["kernel"] for op in art.report["ops"]} == {
+        "kiln_conv2d_dsp_w8_s16", "kiln_conv2d_dsp_w8_b32_s16",
+        "kiln_fully_connected_dsp_w8_s16", "kiln_fully_connected_dsp_w8_b32_s16"}
+    rng = np.random.default_rng(19)
+    xs = [rng.integers(-32768, 32768, size=t.shape).astype(np.int16)
+          for c in cases for t in c.inputs if t is not None and t.data is None]
+    for c, g, w in zip(cases, art.run(*xs), run_reference(model, xs)):
+        assert_equal_exact(g, w, c.label + " (w8)")
 
 
 def test_dwconv2d_16x8_random():
@@ -502,8 +523,8 @@ def test_seanet_conv_bit_exact_on_host():
 @pytest.mark.qemu
 @pytest.mark.slow
 def test_seanet_conv_bit_exact_on_qemu(tmp_path: Path):
-    """The SEANet 16x8 conv as standalone firmware on QEMU's Cortex-M4 (mps2-an386, the
-    SIMD kernel) and Cortex-M3 (mps2-an385, the plain one): outputs identical to TFLM."""
+    """The SEANet 16x8 conv as standalone firmware on QEMU's Cortex-M4 (mps2-an386, both
+    SIMD kernels) and Cortex-M3 (mps2-an385, the plain one): outputs identical to TFLM."""
     from kiln.project_gen import create_project
 
     require_tool("arm-none-eabi-gcc")
@@ -511,17 +532,27 @@ def test_seanet_conv_bit_exact_on_qemu(tmp_path: Path):
     model = seanet_model()
     path = tmp_path / "seanet.tflite"
     path.write_bytes(model)
-    kernels = {"mps2-an386": "kiln_conv2d_dsp_s16", "mps2-an385": "kiln_conv2d_s16"}
-    for board in ("mps2-an386", "mps2-an385"):
-        p = create_project(path, board=board, out_dir=tmp_path / board)
-        assert [op["kernel"] for op in p.manifest["ops"]] == [kernels[board]]
+    from kiln.compiler.codegen.lowering import Target
+    from kiln.compiler.tune.records import Records
+    from kiln.compiler.tune.workloads import extract_workloads
+
+    [w] = extract_workloads(kc.compile(kc.load(model), board="mps2-an386").graph,
+                            Target("mps2-an386", "cortex-m4", True))
+    w8 = Records(entries=[{"workload": w.key, "board": "mps2-an386", "status": "ok",
+                           "knobs": {"variant": "dsp", "weights": "s8"},
+                           "cycles": {"median": 1, "min": 1, "max": 1}}])
+    runs = [("mps2-an386", None, "kiln_conv2d_dsp_s16"),
+            ("mps2-an386", w8, "kiln_conv2d_dsp_w8_s16"), ("mps2-an385", None, "kiln_conv2d_s16")]
+    for i, (board, records, kernel) in enumerate(runs):
+        p = create_project(path, board=board, out_dir=tmp_path / str(i), tuning_records=records)
+        assert [op["kernel"] for op in p.manifest["ops"]] == [kernel]
         p.build()
         r = p.run()
         [x] = p.sample_inputs()
         assert x[0].dtype == np.int16
-        assert_equal_exact(r.outputs[0], run_reference(model, x)[0], f"seanet on {board}")
+        assert_equal_exact(r.outputs[0], run_reference(model, x)[0], f"seanet {kernel} on {board}")
         assert r.instructions > 0
-        print(f"seanet conv on {board}: {r.instructions:,} instructions")
+        print(f"seanet conv, {kernel} on {board}: {r.instructions:,} instructions")
 
 
 @pytest.mark.cross
@@ -550,7 +581,8 @@ def test_16x8_layers_are_tunable_workloads():
     assert [w.op_type for w in workloads] == ["CONV_2D", "FULLY_CONNECTED"]
     for w in workloads:
         assert w.key.endswith(" int16")
-        assert w.candidates == [{"variant": "dsp"}, {"variant": "generic"}]
+        assert w.candidates == [{"variant": "dsp", "weights": "s16"},
+                                {"variant": "dsp", "weights": "s8"}, {"variant": "generic"}]
     records = Records(entries=[
         {"workload": w.key, "board": "mps2-an386", "knobs": {"variant": "generic"},
          "status": "ok", "cycles": {"median": 1, "min": 1, "max": 1}} for w in workloads])

@@ -413,7 +413,10 @@ kiln_status_t kiln_fully_connected_b32_s16(const kiln_fc_params_t *params,
  * packed at compile time as int16 pairs, each filter row (KH * KW * filter C
  * values of CONV_2D, depth values of FULLY_CONNECTED) on its own
  * (K + 1) / 2 words, lane 0 first, an odd row's last lane 0; 4-byte aligned.
- * FULLY_CONNECTED's rows hold w + filter_offset (params->filter_offset 0).
+ * The _w8 variants keep int8 weights: each row on (K + 3) / 4 words, per
+ * group of four values k0..k3 the bytes (k0, k2, k1, k3) from the low byte,
+ * zeros past the row's end. FULLY_CONNECTED applies params->filter_offset as
+ * the plain kernel (kiln packs it into the int16 pairs and passes 0 there).
  * Other arguments and the scratch as their plain twins. */
 kiln_status_t kiln_conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_params_t *params,
                                   const kiln_per_channel_requant_t *quant,
@@ -430,7 +433,23 @@ kiln_status_t kiln_conv2d_dsp_b32_s16(const kiln_context_t *ctx,
                                       const int32_t *bias,
                                       const kiln_dims_t *output_dims, int16_t *output);
 
-/* Scratch of both: as kiln_conv2d_s16_get_buffer_size. */
+kiln_status_t kiln_conv2d_dsp_w8_s16(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_per_channel_requant_t *quant,
+                                     const kiln_dims_t *input_dims, const int16_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int64_t *bias,
+                                     const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_conv2d_dsp_w8_b32_s16(const kiln_context_t *ctx,
+                                         const kiln_conv_params_t *params,
+                                         const kiln_per_channel_requant_t *quant,
+                                         const kiln_dims_t *input_dims, const int16_t *input,
+                                         const kiln_dims_t *filter_dims, const int32_t *filter,
+                                         const int32_t *bias,
+                                         const kiln_dims_t *output_dims, int16_t *output);
+
+/* Scratch of the four: as kiln_conv2d_s16_get_buffer_size. */
 int32_t kiln_conv2d_dsp_s16_get_buffer_size(const kiln_dims_t *input_dims,
                                             const kiln_dims_t *filter_dims);
 
@@ -448,6 +467,23 @@ kiln_status_t kiln_fully_connected_dsp_b32_s16(const kiln_fc_params_t *params,
                                                const kiln_dims_t *filter_dims,
                                                const int32_t *filter, const int32_t *bias,
                                                const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_fully_connected_dsp_w8_s16(const kiln_fc_params_t *params,
+                                              const kiln_per_channel_requant_t *quant,
+                                              const kiln_dims_t *input_dims,
+                                              const int16_t *input,
+                                              const kiln_dims_t *filter_dims,
+                                              const int32_t *filter, const int64_t *bias,
+                                              const kiln_dims_t *output_dims, int16_t *output);
+
+kiln_status_t kiln_fully_connected_dsp_w8_b32_s16(const kiln_fc_params_t *params,
+                                                  const kiln_per_channel_requant_t *quant,
+                                                  const kiln_dims_t *input_dims,
+                                                  const int16_t *input,
+                                                  const kiln_dims_t *filter_dims,
+                                                  const int32_t *filter, const int32_t *bias,
+                                                  const kiln_dims_t *output_dims,
+                                                  int16_t *output);
 
 /* TRANSPOSE_CONV 16x8 (wide), a gather per output pixel as
  * kiln_transpose_conv_s8; bias int64 or NULL; dilation 1x1. No scratch. */

@@ -5,6 +5,12 @@
  * weights the compiler packed as int16 pairs, so the inner loop is one word
  * load of input per two channels' two MACs each.
  *
+ * The _w8 variants keep the weights int8 (the plain kernels' flash) and widen
+ * them with SXTB16 at run time: the compiler stores each group of four
+ * weights k0..k3 of a row as the bytes (k0, k2, k1, k3), so SXTB16 gives the
+ * pair (k0, k1) and SXTB16 ror 8 the pair (k2, k3), the order of the input's
+ * pairs (x0, x1) and (x2, x3).
+ *
  * Exactness: each SMLAD adds at most 2 * 32768 * 128 = 2^23 in magnitude, so
  * KILN_PAIR_BLOCK = 128 of them stay below 2^30 in an int32 partial sum,
  * widened to the int64 sum once per block; the sum is the exact one the plain
@@ -13,6 +19,7 @@
 #include "conv_dsp.h"
 
 #define KILN_PAIR_BLOCK 128
+#define KILN_QUAD_BLOCK (KILN_PAIR_BLOCK / 2)
 
 /* Two int16 values from any 2-byte aligned address as one word, lane 0 first
  * (an unaligned LDR on cores that allow it). */
@@ -48,11 +55,48 @@ static KILN_ALWAYS_INLINE void dot2_pairs(const int16_t *x, const uint32_t *w0,
     *s1 = a1;
 }
 
+/* dot2_pairs with int8 weights: `quads` words of four bytes (k0, k2, k1, k3). */
+static KILN_ALWAYS_INLINE void dot2_quads(const int16_t *x, const uint32_t *w0,
+                                          const uint32_t *w1, int32_t quads,
+                                          int64_t *s0, int64_t *s1)
+{
+    int64_t a0 = 0;
+    int64_t a1 = 0;
+    int32_t j = 0;
+    while (j < quads) {
+        const int32_t end = quads - j > KILN_QUAD_BLOCK ? j + KILN_QUAD_BLOCK : quads;
+        int32_t p0 = 0;
+        int32_t p1 = 0;
+        for (; j < end; ++j) {
+            const uint32_t v01 = load_s16x2(x + 4 * j);
+            const uint32_t v23 = load_s16x2(x + 4 * j + 2);
+            const uint32_t b0 = w0[j];
+            const uint32_t b1 = w1[j];
+            p0 = kiln_smlad(v01, kiln_sxtb16(b0), p0);
+            p0 = kiln_smlad(v23, kiln_sxtb16_ror8(b0), p0);
+            p1 = kiln_smlad(v01, kiln_sxtb16(b1), p1);
+            p1 = kiln_smlad(v23, kiln_sxtb16_ror8(b1), p1);
+        }
+        a0 += p0;
+        a1 += p1;
+    }
+    *s0 = a0;
+    *s1 = a1;
+}
+
+/* Weight i (0..2) of the partial last word of a _w8 row: bytes (k0, k2, k1). */
+static inline int32_t quad_tail_weight(uint32_t word, int32_t i)
+{
+    static const uint8_t byte_of[3] = {0, 2, 1};
+    return (int32_t)(int8_t)(uint8_t)(word >> (8 * byte_of[i]));
+}
+
 /* One row: x of `depth` int16 values (a whole number of pairs is read, so an
  * odd depth's last value is taken alone) times out_ch packed rows of
- * row_words words each, outputs into out[first .. first + out_ch). */
+ * row_words words each, plus row_term (FULLY_CONNECTED's filter_offset * sum x),
+ * outputs into out[first .. first + out_ch). */
 static void row_times_pairs(const int16_t *x, int32_t depth, const uint32_t *filter,
-                            int32_t row_words, int32_t first, int32_t out_ch,
+                            int32_t row_words, int64_t row_term, int32_t first, int32_t out_ch,
                             const int64_t *bias64, const int32_t *bias32, int wide,
                             const kiln_per_channel_requant_t *quant, int32_t act_min,
                             int32_t act_max, int16_t *out)
@@ -66,10 +110,44 @@ static void row_times_pairs(const int16_t *x, int32_t depth, const uint32_t *fil
         int64_t s0;
         int64_t s1;
         dot2_pairs(x, w0, w1, pairs, &s0, &s1);
+        s0 += row_term;
+        s1 += row_term;
         if (odd) {
             /* The last word of a row holds the last weight in lane 0 (lane 1 is 0). */
             s0 += (int32_t)x[depth - 1] * (int32_t)(int16_t)(uint16_t)w0[pairs];
             s1 += (int32_t)x[depth - 1] * (int32_t)(int16_t)(uint16_t)w1[pairs];
+        }
+        out[oc] = kiln_conv16_output(s0, bias64, bias32, wide, oc, quant, act_min, act_max);
+        if (c + 1 < out_ch) {
+            out[oc + 1] = kiln_conv16_output(s1, bias64, bias32, wide, oc + 1, quant, act_min,
+                                             act_max);
+        }
+    }
+}
+
+/* row_times_pairs for _w8 rows of (depth + 3) / 4 words; a depth that is not
+ * a multiple of four leaves its last values to take alone. */
+static void row_times_quads(const int16_t *x, int32_t depth, const uint32_t *filter,
+                            int32_t row_words, int64_t row_term, int32_t first, int32_t out_ch,
+                            const int64_t *bias64, const int32_t *bias32, int wide,
+                            const kiln_per_channel_requant_t *quant, int32_t act_min,
+                            int32_t act_max, int16_t *out)
+{
+    const int32_t quads = depth / 4;
+    const int32_t rest = depth % 4;
+    for (int32_t c = 0; c < out_ch; c += 2) {
+        const int32_t oc = first + c;
+        const uint32_t *w0 = filter + (size_t)c * (size_t)row_words;
+        const uint32_t *w1 = c + 1 < out_ch ? w0 + row_words : w0;
+        int64_t s0;
+        int64_t s1;
+        dot2_quads(x, w0, w1, quads, &s0, &s1);
+        s0 += row_term;
+        s1 += row_term;
+        for (int32_t i = 0; i < rest; ++i) {
+            const int32_t v = x[4 * quads + i];
+            s0 += v * quad_tail_weight(w0[quads], i);
+            s1 += v * quad_tail_weight(w1[quads], i);
         }
         out[oc] = kiln_conv16_output(s0, bias64, bias32, wide, oc, quant, act_min, act_max);
         if (c + 1 < out_ch) {
@@ -92,7 +170,7 @@ static kiln_status_t conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_p
                                     const kiln_dims_t *input_dims, const int16_t *input,
                                     const kiln_dims_t *filter_dims, const int32_t *filter,
                                     const int64_t *bias64, const int32_t *bias32, int wide,
-                                    const kiln_dims_t *output_dims, int16_t *output)
+                                    int w8, const kiln_dims_t *output_dims, int16_t *output)
 {
     if (ctx == NULL || ctx->buf == NULL || !kiln_conv16_params_valid(params) ||
         !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
@@ -116,7 +194,7 @@ static kiln_status_t conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_p
     const int32_t groups = in_c / group_c;
     const int32_t group_out_c = out_c / groups;
     const int32_t patch_size = k_h * k_w * group_c;
-    const int32_t row_words = (patch_size + 1) / 2;
+    const int32_t row_words = w8 ? (patch_size + 3) / 4 : (patch_size + 1) / 2;
     const uint32_t *packed = (const uint32_t *)filter;
     int16_t *patch = (int16_t *)ctx->buf;
 
@@ -143,10 +221,16 @@ static kiln_status_t conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_p
                         }
                     }
                     const int32_t first = g * group_out_c;
-                    row_times_pairs(patch, patch_size,
-                                    packed + (size_t)first * (size_t)row_words, row_words,
-                                    first, group_out_c, bias64, bias32, wide, quant,
-                                    params->activation.min, params->activation.max, out);
+                    const uint32_t *rows = packed + (size_t)first * (size_t)row_words;
+                    if (w8) {
+                        row_times_quads(patch, patch_size, rows, row_words, 0, first,
+                                        group_out_c, bias64, bias32, wide, quant,
+                                        params->activation.min, params->activation.max, out);
+                    } else {
+                        row_times_pairs(patch, patch_size, rows, row_words, 0, first,
+                                        group_out_c, bias64, bias32, wide, quant,
+                                        params->activation.min, params->activation.max, out);
+                    }
                 }
             }
         }
@@ -162,7 +246,7 @@ kiln_status_t kiln_conv2d_dsp_s16(const kiln_context_t *ctx, const kiln_conv_par
                                   const kiln_dims_t *output_dims, int16_t *output)
 {
     return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, bias, NULL,
-                          1, output_dims, output);
+                          1, 0, output_dims, output);
 }
 
 kiln_status_t kiln_conv2d_dsp_b32_s16(const kiln_context_t *ctx,
@@ -174,7 +258,31 @@ kiln_status_t kiln_conv2d_dsp_b32_s16(const kiln_context_t *ctx,
                                       const kiln_dims_t *output_dims, int16_t *output)
 {
     return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, NULL, bias,
-                          0, output_dims, output);
+                          0, 0, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_dsp_w8_s16(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_per_channel_requant_t *quant,
+                                     const kiln_dims_t *input_dims, const int16_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int64_t *bias,
+                                     const kiln_dims_t *output_dims, int16_t *output)
+{
+    return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, bias, NULL,
+                          1, 1, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_dsp_w8_b32_s16(const kiln_context_t *ctx,
+                                         const kiln_conv_params_t *params,
+                                         const kiln_per_channel_requant_t *quant,
+                                         const kiln_dims_t *input_dims, const int16_t *input,
+                                         const kiln_dims_t *filter_dims, const int32_t *filter,
+                                         const int32_t *bias,
+                                         const kiln_dims_t *output_dims, int16_t *output)
+{
+    return conv2d_dsp_s16(ctx, params, quant, input_dims, input, filter_dims, filter, NULL, bias,
+                          0, 1, output_dims, output);
 }
 
 /* ---- FULLY_CONNECTED ---------------------------------------------------- */
@@ -185,7 +293,7 @@ static kiln_status_t fully_connected_dsp_s16(const kiln_fc_params_t *params,
                                              const int16_t *input,
                                              const kiln_dims_t *filter_dims,
                                              const int32_t *filter, const int64_t *bias64,
-                                             const int32_t *bias32, int wide,
+                                             const int32_t *bias32, int wide, int w8,
                                              const kiln_dims_t *output_dims, int16_t *output)
 {
     if (params == NULL || !kiln_requant_valid(quant) || input == NULL || filter == NULL ||
@@ -193,7 +301,8 @@ static kiln_status_t fully_connected_dsp_s16(const kiln_fc_params_t *params,
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims)) {
         return KILN_ERR_ARG;
     }
-    if (params->input_offset != 0 || params->output_offset != 0 || params->filter_offset != 0 ||
+    if (params->input_offset != 0 || params->output_offset != 0 ||
+        params->filter_offset < -127 || params->filter_offset > 128 ||
         params->activation.min < INT16_MIN || params->activation.min > params->activation.max ||
         params->activation.max > INT16_MAX) {
         return KILN_ERR_ARG;
@@ -205,10 +314,26 @@ static kiln_status_t fully_connected_dsp_s16(const kiln_fc_params_t *params,
         return KILN_ERR_ARG;
     }
     for (int32_t b = 0; b < batches; ++b) {
-        row_times_pairs(input + (size_t)b * (size_t)depth, depth, (const uint32_t *)filter,
-                        (depth + 1) / 2, 0, units, bias64, bias32, wide, quant,
-                        params->activation.min, params->activation.max,
-                        output + (size_t)b * (size_t)units);
+        const int16_t *row = input + (size_t)b * (size_t)depth;
+        int16_t *out = output + (size_t)b * (size_t)units;
+        /* sum_k (w + filter_offset) * x = sum_k w * x + filter_offset * sum_k x */
+        int64_t row_term = 0;
+        if (params->filter_offset != 0) {
+            int64_t row_sum = 0;
+            for (int32_t k = 0; k < depth; ++k) {
+                row_sum += row[k];
+            }
+            row_term = params->filter_offset * row_sum;
+        }
+        if (w8) {
+            row_times_quads(row, depth, (const uint32_t *)filter, (depth + 3) / 4, row_term, 0,
+                            units, bias64, bias32, wide, quant, params->activation.min,
+                            params->activation.max, out);
+        } else {
+            row_times_pairs(row, depth, (const uint32_t *)filter, (depth + 1) / 2, row_term, 0,
+                            units, bias64, bias32, wide, quant, params->activation.min,
+                            params->activation.max, out);
+        }
     }
     return KILN_OK;
 }
@@ -221,7 +346,7 @@ kiln_status_t kiln_fully_connected_dsp_s16(const kiln_fc_params_t *params,
                                            const kiln_dims_t *output_dims, int16_t *output)
 {
     return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, bias,
-                                   NULL, 1, output_dims, output);
+                                   NULL, 1, 0, output_dims, output);
 }
 
 kiln_status_t kiln_fully_connected_dsp_b32_s16(const kiln_fc_params_t *params,
@@ -233,5 +358,30 @@ kiln_status_t kiln_fully_connected_dsp_b32_s16(const kiln_fc_params_t *params,
                                                const kiln_dims_t *output_dims, int16_t *output)
 {
     return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, NULL,
-                                   bias, 0, output_dims, output);
+                                   bias, 0, 0, output_dims, output);
+}
+
+kiln_status_t kiln_fully_connected_dsp_w8_s16(const kiln_fc_params_t *params,
+                                              const kiln_per_channel_requant_t *quant,
+                                              const kiln_dims_t *input_dims,
+                                              const int16_t *input,
+                                              const kiln_dims_t *filter_dims,
+                                              const int32_t *filter, const int64_t *bias,
+                                              const kiln_dims_t *output_dims, int16_t *output)
+{
+    return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, bias,
+                                   NULL, 1, 1, output_dims, output);
+}
+
+kiln_status_t kiln_fully_connected_dsp_w8_b32_s16(const kiln_fc_params_t *params,
+                                                  const kiln_per_channel_requant_t *quant,
+                                                  const kiln_dims_t *input_dims,
+                                                  const int16_t *input,
+                                                  const kiln_dims_t *filter_dims,
+                                                  const int32_t *filter, const int32_t *bias,
+                                                  const kiln_dims_t *output_dims,
+                                                  int16_t *output)
+{
+    return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, NULL,
+                                   bias, 0, 1, output_dims, output);
 }

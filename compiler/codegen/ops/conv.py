@@ -209,14 +209,17 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
 
 
 def _candidates16(op: str, target: Target) -> list[dict]:
-    """16x8 CONV_2D and FULLY_CONNECTED: the SIMD kernel on int16 pairs ("dsp",
-    conv16_dsp.c) and the plain one; the SIMD one first on cores with the DSP extension
-    (on QEMU mps2-an386 it takes 0.37x the plain one's instructions on the SEANet conv),
-    second elsewhere, where its pairs are plain C."""
+    """16x8 CONV_2D and FULLY_CONNECTED: the SIMD kernels on int16 pairs ("dsp",
+    conv16_dsp.c), with the weights packed as int16 pairs ("s16") or kept int8 ("s8",
+    half the flash, widened at run time), and the plain kernel. On cores with the DSP
+    extension the SIMD ones come first (on QEMU mps2-an386 the SEANet conv takes 0.37x
+    the plain kernel's instructions with s16 weights, 0.40x with s8), elsewhere last,
+    where their pairs are plain C."""
     if op not in ("CONV_2D", "FULLY_CONNECTED"):
         raise ValueError(f"no 16x8 variants for {op}")
-    dsp, plain = {"variant": "dsp"}, {"variant": "generic"}
-    return [dsp, plain] if target.dsp else [plain, dsp]
+    simd = [{"variant": "dsp", "weights": "s16"}, {"variant": "dsp", "weights": "s8"}]
+    plain = [{"variant": "generic"}]
+    return simd + plain if target.dsp else plain + simd
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
@@ -970,6 +973,31 @@ def pack_pairs16(rows: np.ndarray) -> np.ndarray:
     return (lanes[..., 0] | (lanes[..., 1] << 16)).astype(np.uint32).reshape(-1).view(np.int32)
 
 
+def pack_quads16(rows: np.ndarray) -> np.ndarray:
+    """(R, K) int8 → the words of the 16x8 _w8 kernels (conv.h): each row on its own
+    (K + 3) / 4 words, per group of four k0..k3 the bytes (k0, k2, k1, k3) from the low
+    byte, zeros past the row's end."""
+    r, k = rows.shape
+    padded = np.zeros((r, -(-k // 4) * 4), dtype=np.int64)
+    padded[:, :k] = rows
+    b = padded.reshape(r, -1, 4) & 0xFF
+    words = b[..., 0] | (b[..., 2] << 8) | (b[..., 1] << 16) | (b[..., 3] << 24)
+    return words.astype(np.uint32).reshape(-1).view(np.int32)
+
+
+def _simd16_suffix(knobs: dict) -> str:
+    if knobs["variant"] == "generic":
+        return ""
+    return "_dsp" if knobs["weights"] == "s16" else "_dsp_w8"
+
+
+def _packed16(ctx: LowerCtx, rows: np.ndarray, knobs: dict, what: str, kernel: str) -> str:
+    s16 = knobs["weights"] == "s16"
+    return ctx.const("filter", pack_pairs16(rows) if s16 else pack_quads16(rows), "int32_t",
+                     f"{what} packed as {'int16 pairs' if s16 else 'int8 quads'} for {kernel} "
+                     "(conv.h)")
+
+
 def _kernel16(name: str, mode: str) -> str:
     return f"kiln_{name}_s16" if mode == "wide" else f"kiln_{name}_b32_s16"
 
@@ -988,12 +1016,11 @@ def _lower_conv2d_s16(ctx: LowerCtx) -> LayerCode:
     shape = _conv_shape(x, w, y, g, False, act)
     shape = replace(shape, clamped=act != (-32768, 32767), dtype="int16")
     k = _pick("CONV_2D", shape, ctx.target, ctx.knobs)
-    kernel = _kernel16("conv2d" if k["variant"] == "generic" else "conv2d_dsp", mode)
+    kernel = _kernel16("conv2d" + _simd16_suffix(k), mode)
     # kiln_conv2d[_dsp]_s16_get_buffer_size: one receptive field as int16
     scratch = 2 * w.shape[1] * w.shape[2] * w.shape[3]
     filter_name = ctx.ptr(w) if k["variant"] == "generic" else \
-        ctx.const("filter", pack_pairs16(w.data.reshape(out_c, -1)), "int32_t",
-                  f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
+        _packed16(ctx, w.data.astype(np.int64).reshape(out_c, -1), k, w.name, kernel)
     lines = [
         _conv_params_c("kiln_conv_params_t", g, x, y, act),
         _quant_c(ctx, mult, shift),
@@ -1050,14 +1077,16 @@ def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
                        output=(s.batches, 1, 1, s.units), requant_fast=False,
                        clamped=act != (-32768, 32767), dtype="int16")
     k = _pick("FULLY_CONNECTED", shape, ctx.target, ctx.knobs)
+    kernel = _kernel16("fully_connected" + _simd16_suffix(k), mode)
     if k["variant"] == "generic":
-        kernel = _kernel16("fully_connected", mode)
         filter_name, param_w_off = ctx.ptr(w), w_off
+    elif k["weights"] == "s16":
+        # int16 pairs hold w + filter_offset: the kernel's filter_offset is 0.
+        filter_name, param_w_off = _packed16(ctx, w.data.astype(np.int64) + w_off, k,
+                                             f"{w.name} + filter_offset", kernel), 0
     else:
-        kernel = _kernel16("fully_connected_dsp", mode)
-        filter_name, param_w_off = ctx.const(
-            "filter", pack_pairs16(w.data.astype(np.int64) + w_off), "int32_t",
-            f"{w.name} + filter_offset packed as int16 pairs for {kernel} (conv.h)"), 0
+        filter_name, param_w_off = _packed16(ctx, w.data.astype(np.int64), k, w.name,
+                                             kernel), w_off
     lines = [
         "static const kiln_fc_params_t params = {",
         f"    .input_offset = 0, .filter_offset = {param_w_off}, .output_offset = 0,",
