@@ -454,3 +454,33 @@ def test_multi_op_model_on_qemu_mps2_an386(tmp_path):
         for j, w in enumerate(want):
             assert_equal_exact(np.asarray(r.outputs[j])[k].reshape(w.shape), w,
                                f"sample {k} output {j}")
+
+
+def test_quantized_16x8_float_model_matches_tflm():
+    """A float model of these ops through kiln quantize --activations int16: every op
+    lowers to its int16 kernel and tflite-micro runs the exported model identically."""
+    from kiln.compiler.frontend.tflite_writer import write
+
+    rng = np.random.default_rng(33)
+    f = lambda shape: TensorSpec(shape, "float32")          # noqa: E731
+    bias = TensorSpec((4,), "float32", data=rng.normal(0, 1, 4).astype(np.float32))
+    tensors = [f((1, 8, 8, 4)), f((1, 8, 8, 4)), f((1, 8, 8, 4)), f((1, 4, 4, 4)),
+               f((1, 4, 4, 4)), f((1, 4, 4, 4)), f((1, 4, 4, 4)), f((1, 4, 4, 4)), bias]
+    ops = [OpSpec("ADD", [0, 8], [1]), OpSpec("MUL", [1, 0], [2]),
+           OpSpec("AVERAGE_POOL_2D", [2], [3], {"filter_height": 2, "filter_width": 2,
+                                                "stride_h": 2, "stride_w": 2}),
+           OpSpec("LOGISTIC", [3], [4]), OpSpec("TANH", [3], [5]), OpSpec("SUB", [4, 5], [6]),
+           OpSpec("SOFTMAX", [6], [7], {"beta": 1.0})]
+    graph = kc.load(build_model(ops, tensors, [0], [7]))
+    q = kc.quantize(graph, rng.normal(0, 1, (32, 1, 8, 8, 4)).astype(np.float32),
+                    activations="int16")
+    exported = write(q)
+    art = kc.compile(kc.load(exported))
+    assert [o["kernel"] for o in art.report["ops"]] == [
+        "kiln_add_s16", "kiln_mul_s16", "kiln_avgpool_s16", "kiln_logistic_s16",
+        "kiln_tanh_s16", "kiln_sub_s16", "kiln_softmax_s16"]
+    scale, zero_point = q.tensor(q.inputs[0]).quant.single()
+    for i in range(4):
+        x = rng.normal(0, 1, (1, 8, 8, 4)) / scale + zero_point
+        x = np.clip(np.round(x), -32768, 32767).astype(np.int16)
+        assert_equal_exact(art.run(x)[0], run_reference(exported, [x])[0], f"sample {i}")
