@@ -94,7 +94,11 @@ def test_small_model_scheme_and_tflm_identity():
     assert s16 >= s8 and s16 > 25.0, (s16, s8)    # int8 weights dominate the error here
 
 
-@pytest.mark.parametrize("name,floor", [("ad01_fp32", 33.0), ("kws_ref_model_float32", 26.0)])
+# SQNR vs float on 32 samples like the calibration data (int16x8 / int8): AD 34.8 / 34.4 dB,
+# KWS 29.9 / 20.7, ResNet-8 23.7 / 19.4, VWW 37.3 / 28.6.
+@pytest.mark.parametrize("name,floor", [
+    pytest.param("ad01_fp32", 33.0, marks=pytest.mark.slow), ("kws_ref_model_float32", 27.0),
+    ("pretrainedResnet", 21.5), pytest.param("vww_96_float", 34.0, marks=pytest.mark.slow)])
 def test_mlperf_float_model_16x8(name, floor):
     """An MLPerf float model whose ops all run at int16: TFLM = kiln on the export, and
     its SQNR vs float at least the int8 quantization's (printed side by side)."""
