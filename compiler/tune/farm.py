@@ -73,6 +73,7 @@ def connect(address: str):
     ray = import_ray()
     if ray.is_initialized():
         return ray
+    _check_reachable(address)
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,
                  log_to_driver=False, configure_logging=True)
@@ -80,6 +81,19 @@ def connect(address: str):
         raise InputError(f"cannot join the Ray cluster at {address}: "
                          f"{str(e).strip().splitlines()[0] if str(e).strip() else e}") from None
     return ray
+
+
+def _check_reachable(address: str) -> None:
+    """InputError when nothing listens at a HOST:PORT address: ray.init would retry it
+    forever, printing a warning every few seconds."""
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return                          # auto, local, ray://…: Ray answers those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot reach the Ray cluster at {address}: {e} (start its head "
+                         f"with `ray start --head`; docs/farm.md)") from None
 
 
 # -- the worker side ----------------------------------------------------------------------
