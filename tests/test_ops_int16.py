@@ -472,7 +472,7 @@ def test_quantized_16x8_float_model_matches_tflm():
            OpSpec("LOGISTIC", [3], [4]), OpSpec("TANH", [3], [5]), OpSpec("SUB", [4, 5], [6]),
            OpSpec("SOFTMAX", [6], [7], {"beta": 1.0})]
     graph = kc.load(build_model(ops, tensors, [0], [7]))
-    q = kc.quantize(graph, rng.normal(0, 1, (32, 1, 8, 8, 4)).astype(np.float32),
+    q = kc.quantize(graph, rng.normal(0, 1, (8, 1, 8, 8, 4)).astype(np.float32),
                     activations="int16")
     exported = write(q)
     art = kc.compile(kc.load(exported))
