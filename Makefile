@@ -15,7 +15,7 @@ setup: $(STAMP) toolchain
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,farm]'
 	touch $(STAMP)
 
 # Install the Debian packages that are missing (root, or sudo when available).
