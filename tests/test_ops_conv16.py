@@ -284,6 +284,9 @@ def test_dwconv2d_16x8_edge_cases():
         dwconv16_case(rng, 1, kh=3, kw=3, mult=4, dh=2, dw=2, padding="SAME"),
         dwconv16_case(rng, 2, kh=3, kw=3, sh=2, sw=2, act="RELU6", bias=False),
         dwconv16_case(rng, 3, kh=5, kw=1, h=20, w=1, cin=16, mult=1, padding="VALID"),
+        # Over 256 taps inside the image: the kernel's int64 path.
+        dwconv16_case(rng, 4, kh=17, kw=17, h=20, w=19, sh=1, sw=1, dh=1, dw=1, cin=3, mult=2,
+                      padding="SAME"),
     ]
     run_dwconv16(cases, seed=14)
 

@@ -53,8 +53,9 @@ static kiln_status_t conv2d_s16(const kiln_context_t *ctx, const kiln_conv_param
                                 const kiln_dims_t *output_dims, int16_t *output)
 {
     if (ctx == NULL || ctx->buf == NULL || !kiln_conv16_params_valid(params) ||
-        !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
-        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
+        !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
+        !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
@@ -137,6 +138,22 @@ kiln_status_t kiln_conv2d_b32_s16(const kiln_context_t *ctx, const kiln_conv_par
 
 /* ---- DEPTHWISE_CONV_2D -------------------------------------------------- */
 
+/* [k0, k1): the filter taps k (0 <= k < filter) of a window starting at
+ * `origin` whose input index origin + k * dilation is inside [0, in). Empty
+ * (k0 == k1) when none is. The values stay in int32 (kiln_window_fits). */
+static void tap_range(int32_t origin, int32_t in, int32_t filter, int32_t dilation,
+                      int32_t *k0, int32_t *k1)
+{
+    const int32_t lo = origin < 0 ? (-origin + dilation - 1) / dilation : 0;
+    int32_t hi = 0;
+    if (origin < in) {
+        hi = (in - 1 - origin) / dilation + 1;
+        hi = hi < filter ? hi : filter;
+    }
+    *k0 = lo < filter ? lo : filter;
+    *k1 = hi > *k0 ? hi : *k0;
+}
+
 kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
                                 const kiln_per_channel_requant_t *quant,
                                 const kiln_dims_t *input_dims, const int16_t *input,
@@ -145,9 +162,9 @@ kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
                                 const kiln_dims_t *output_dims, int16_t *output)
 {
     if (params == NULL || !kiln_conv16_params_valid(&params->conv) ||
-        params->depth_multiplier < 1 || !kiln_requant_valid(quant) || input == NULL || filter == NULL || output == NULL ||
-        !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
-        !kiln_dims_valid(output_dims) ||
+        params->depth_multiplier < 1 || !kiln_requant_valid(quant) || input == NULL ||
+        filter == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims)) {
         return KILN_ERR_ARG;
     }
@@ -168,29 +185,53 @@ kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
         const int16_t *image = input + (size_t)b * (size_t)in_h * (size_t)in_w * (size_t)in_c;
         for (int32_t oy = 0; oy < output_dims->h; ++oy) {
             const int32_t iy0 = oy * p->stride.h - p->padding.h;
+            int32_t ky0;
+            int32_t ky1;
+            tap_range(iy0, in_h, k_h, p->dilation.h, &ky0, &ky1);
             for (int32_t ox = 0; ox < output_dims->w; ++ox, out += out_c) {
                 const int32_t ix0 = ox * p->stride.w - p->padding.w;
+                int32_t kx0;
+                int32_t kx1;
+                tap_range(ix0, in_w, k_w, p->dilation.w, &kx0, &kx1);
+                if (ky0 == ky1 || kx0 == kx1) {
+                    for (int32_t oc = 0; oc < out_c; ++oc) {    /* no tap inside */
+                        out[oc] = kiln_conv16_output(0, bias, NULL, 1, oc, quant,
+                                                     p->activation.min, p->activation.max);
+                    }
+                    continue;
+                }
+                /* The taps inside the image only: no test in the loops below. */
+                const int16_t *corner = image + ((size_t)(iy0 + ky0 * p->dilation.h) *
+                                                 (size_t)in_w +
+                                                 (size_t)(ix0 + kx0 * p->dilation.w)) *
+                                                (size_t)in_c;
+                const int8_t *w_corner = filter + ((size_t)ky0 * (size_t)k_w + (size_t)kx0) *
+                                                  (size_t)out_c;
+                const size_t x_row = (size_t)p->dilation.h * (size_t)in_w * (size_t)in_c;
+                const size_t x_col = (size_t)p->dilation.w * (size_t)in_c;
+                const size_t w_row = (size_t)k_w * (size_t)out_c;
+                /* Up to 256 products of at most 2^22 fit an int32 sum; more (a
+                 * filter of over 256 taps) are added one by one in int64. */
+                const int narrow = (int64_t)(ky1 - ky0) * (kx1 - kx0) <= KILN_CONV16_BLOCK;
                 for (int32_t oc = 0; oc < out_c; ++oc) {
-                    const int16_t *x = image + oc / mult;
-                    /* KH * KW taps, each added to the int64 sum (few per output). */
+                    const int16_t *x_r = corner + oc / mult;
+                    const int8_t *w_r = w_corner + oc;
                     int64_t sum = 0;
-                    for (int32_t ky = 0; ky < k_h; ++ky) {
-                        const int32_t iy = iy0 + ky * p->dilation.h;
-                        if (iy < 0 || iy >= in_h) {
-                            continue;
-                        }
-                        for (int32_t kx = 0; kx < k_w; ++kx) {
-                            const int32_t ix = ix0 + kx * p->dilation.w;
-                            if (ix < 0 || ix >= in_w) {
-                                continue;
+                    int32_t part = 0;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, x_r += x_row, w_r += w_row) {
+                        const int16_t *x_t = x_r;
+                        const int8_t *w_t = w_r;
+                        if (narrow) {
+                            for (int32_t kx = kx0; kx < kx1; ++kx, x_t += x_col, w_t += out_c) {
+                                part += (int32_t)*x_t * *w_t;
                             }
-                            sum += (int32_t)x[((size_t)iy * (size_t)in_w + (size_t)ix) *
-                                              (size_t)in_c] *
-                                   filter[((size_t)ky * (size_t)k_w + (size_t)kx) *
-                                          (size_t)out_c + (size_t)oc];
+                        } else {
+                            for (int32_t kx = kx0; kx < kx1; ++kx, x_t += x_col, w_t += out_c) {
+                                sum += (int32_t)*x_t * *w_t;
+                            }
                         }
                     }
-                    out[oc] = kiln_conv16_output(sum, bias, NULL, 1, oc, quant,
+                    out[oc] = kiln_conv16_output(sum + part, bias, NULL, 1, oc, quant,
                                                  p->activation.min, p->activation.max);
                 }
             }

@@ -55,6 +55,40 @@ static KILN_ALWAYS_INLINE void dot2_pairs(const int16_t *x, const uint32_t *w0,
     *s1 = a1;
 }
 
+/* dot2_pairs for four rows: each input word serves four channels. */
+static KILN_ALWAYS_INLINE void dot4_pairs(const int16_t *x, const uint32_t *w0,
+                                          const uint32_t *w1, const uint32_t *w2,
+                                          const uint32_t *w3, int32_t pairs, int64_t *s)
+{
+    int64_t a0 = 0;
+    int64_t a1 = 0;
+    int64_t a2 = 0;
+    int64_t a3 = 0;
+    int32_t j = 0;
+    while (j < pairs) {
+        const int32_t end = pairs - j > KILN_PAIR_BLOCK ? j + KILN_PAIR_BLOCK : pairs;
+        int32_t p0 = 0;
+        int32_t p1 = 0;
+        int32_t p2 = 0;
+        int32_t p3 = 0;
+        for (; j < end; ++j) {
+            const uint32_t v = load_s16x2(x + 2 * j);
+            p0 = kiln_smlad(v, w0[j], p0);
+            p1 = kiln_smlad(v, w1[j], p1);
+            p2 = kiln_smlad(v, w2[j], p2);
+            p3 = kiln_smlad(v, w3[j], p3);
+        }
+        a0 += p0;
+        a1 += p1;
+        a2 += p2;
+        a3 += p3;
+    }
+    s[0] = a0;
+    s[1] = a1;
+    s[2] = a2;
+    s[3] = a3;
+}
+
 /* dot2_pairs with int8 weights: `quads` words of four bytes (k0, k2, k1, k3). */
 static KILN_ALWAYS_INLINE void dot2_quads(const int16_t *x, const uint32_t *w0,
                                           const uint32_t *w1, int32_t quads,
@@ -103,7 +137,22 @@ static void row_times_pairs(const int16_t *x, int32_t depth, const uint32_t *fil
 {
     const int32_t pairs = depth / 2;
     const int odd = depth & 1;
-    for (int32_t c = 0; c < out_ch; c += 2) {
+    int32_t c = 0;
+    for (; c + 4 <= out_ch; c += 4) {
+        const uint32_t *w = filter + (size_t)c * (size_t)row_words;
+        int64_t sums[4];
+        dot4_pairs(x, w, w + row_words, w + 2 * row_words, w + 3 * row_words, pairs, sums);
+        for (int32_t i = 0; i < 4; ++i) {
+            int64_t sum = sums[i] + row_term;
+            if (odd) {
+                sum += (int32_t)x[depth - 1] *
+                       (int32_t)(int16_t)(uint16_t)w[(size_t)i * (size_t)row_words + pairs];
+            }
+            out[first + c + i] = kiln_conv16_output(sum, bias64, bias32, wide, first + c + i,
+                                                    quant, act_min, act_max);
+        }
+    }
+    for (; c < out_ch; c += 2) {
         const int32_t oc = first + c;
         const uint32_t *w0 = filter + (size_t)c * (size_t)row_words;
         const uint32_t *w1 = c + 1 < out_ch ? w0 + row_words : w0;
