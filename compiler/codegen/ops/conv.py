@@ -212,7 +212,7 @@ def _candidates16(op: str, target: Target) -> list[dict]:
     """16x8 CONV_2D and FULLY_CONNECTED: the SIMD kernels on int16 pairs ("dsp",
     conv16_dsp.c), with the weights packed as int16 pairs ("s16") or kept int8 ("s8",
     half the flash, widened at run time), and the plain kernel. On cores with the DSP
-    extension the SIMD ones come first (on QEMU mps2-an386 the SEANet conv takes 0.37x
+    extension the SIMD ones come first (on QEMU mps2-an386 the SEANet conv takes 0.30x
     the plain kernel's instructions with s16 weights, 0.40x with s8), elsewhere last,
     where their pairs are plain C."""
     if op not in ("CONV_2D", "FULLY_CONNECTED"):
