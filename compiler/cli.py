@@ -72,7 +72,7 @@ def cmd_info(args) -> int:
           f"(scratch {r['scratch_bytes']:,} B)")
     if r.get("state_bytes"):
         print(f"state {r['state_bytes']:,} B: kept from one run to the next (model.h "
-              f"KILN_STATE_BYTES, static; kiln_reset() restarts it)")
+              f"KILN_STATE_BYTES, static; kiln_reset() resets it)")
     print(_memory_line(art))
     if board != "host":
         _print_fit(art, board, args.mode)
@@ -101,8 +101,10 @@ def _print_fit(art, board, mode: str) -> None:
     from .errors import FitError
 
     r = art.report
+    state = f", state {r['state_bytes']:,} B" if r.get("state_bytes") else ""
     print(f"on {terminal(art.board)}: weights {r['weights_bytes']:,} B, "
-          f"arena {r['arena_bytes']:,} B, code at most {code_bound(r, mode):,} B (estimate, {mode})")
+          f"arena {r['arena_bytes']:,} B{state}, code at most {code_bound(r, mode):,} B "
+          f"(estimate, {mode})")
     with tempfile.TemporaryDirectory(prefix="kiln-info-") as tmp:
         try:
             project = create_project(art, board=board,
