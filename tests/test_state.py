@@ -350,3 +350,27 @@ def test_a_handle_read_by_another_op_is_refused():
            OpSpec("ASSIGN_VARIABLE", [1, 0], []), OpSpec("ADD", [0, 1], [2])]
     with pytest.raises(ModelError, match=r"op 2 \(ADD\) reads a resource handle"):
         load(build_subgraphs([Subgraph(tensors, ops, [0], [2])]))
+
+
+@pytest.mark.parametrize("compiler,flags", [
+    ("gcc", ["-O2"]), ("clang", ["-O2"]),
+    ("arm-none-eabi-gcc", ["-mcpu=cortex-m0plus", "-mthumb", "-Os"]),
+    ("arm-none-eabi-gcc", ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-O2"])])
+def test_stateful_c_compiles_warning_free(tmp_path, compiler, flags):
+    """model.c and a prefixed P.c of a stateful model (the state union, its alignment,
+    the CALL_ONCE flag) under -Wall -Wextra -Werror -pedantic, host and Cortex-M."""
+    import shutil
+
+    from kiln.compiler.paths import crt_dir
+
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} not installed")
+    art = compile(load(accumulator(init=INIT)))
+    for name, text in {**art.sources(), **art.sources("acc")}.items():
+        (tmp_path / name).write_text(text)
+    for src in ("model.c", "weights.c", "acc.c"):
+        proc = subprocess.run([compiler, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
+                               *flags, "-I", str(tmp_path), "-I", str(crt_dir() / "kernels"),
+                               "-c", str(tmp_path / src), "-o", str(tmp_path / (src + ".o"))],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
