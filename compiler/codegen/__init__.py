@@ -367,10 +367,10 @@ def generate(graph: Graph, version: str, target: Target | None = None,
              ) -> tuple[dict[str, str], Plan, list[EmittedLayer], dict]:
     """Lower, plan (with overlaps as `optimize` asks, see choose_overlaps) and emit.
     Returns (files, plan, layers, consts)."""
+    layers, consts = lower(graph, target, layer_knobs)     # unsupported ops named first
     for tid in graph.outputs:
         if graph.tensor(graph.storage_root(tid)).is_const:
             raise ModelError(f"model output {graph.tensor(tid).name} is a constant; nothing to compute")
-    layers, consts = lower(graph, target, layer_knobs)
     plan, choice = choose_overlaps(graph, layers, optimize)
     bounds.check_plan(plan, consts)
     plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
