@@ -108,7 +108,7 @@ def report_problem(doc: dict) -> str | None:
             return f"its '{key}' is not a list of objects"
     if not all("id" in t and "shape" in t for t in doc.get("tensors", [])):
         return "a 'tensors' entry has no 'id' or 'shape'"
-    for key in ("arena_bytes", "weights_bytes"):
+    for key in ("arena_bytes", "weights_bytes", "state_bytes"):
         value = doc.get(key, 0)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             return f"its '{key}' is not a byte count"

@@ -374,3 +374,13 @@ def test_stateful_c_compiles_warning_free(tmp_path, compiler, flags):
                                "-c", str(tmp_path / src), "-o", str(tmp_path / (src + ".o"))],
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
+
+
+def test_a_project_manifest_with_a_bad_state_size_is_refused():
+    from kiln.compiler.artifact import report_problem
+
+    report = dict(compile(load(accumulator())).report)
+    assert report_problem(report) is None
+    for bad in ("8", -1, True, 2.5):
+        report["state_bytes"] = bad
+        assert report_problem(report) == "its 'state_bytes' is not a byte count"
