@@ -60,7 +60,8 @@ def target_for(board) -> Target:
     if board == "host":
         return Target()
     spec = _board_spec(board)
-    return Target() if spec.is_host else Target(board=spec.name, cpu=spec.cpu, dsp=spec.dsp)
+    return Target() if spec.is_host else Target(board=spec.name, cpu=spec.cpu, dsp=spec.dsp,
+                                                mve=spec.cpu == "cortex-m55")
 
 
 def _tensor_io(graph: Graph, tid: int) -> dict:

@@ -83,6 +83,7 @@ class Target:
     board: str = "host"
     cpu: str = "host"
     dsp: bool = False              # Armv7E-M/v8-M DSP extension (SMLAD, SXTB16, ...)
+    mve: bool = False              # M-profile Vector Extension, integer (Helium: Cortex-M55)
 
 
 @dataclass
