@@ -142,7 +142,7 @@ def dwconv16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
     return Case("DEPTHWISE_CONV_2D", [x, wt, b], y, opts, label)
 
 
-def run_dwconv16(cases: list[Case], seed: int) -> kc.Artifact:
+def run_dwconv16(cases: list[Case], seed: int, board: str = "host") -> kc.Artifact:
     """TFLM cannot run a DEPTHWISE_CONV_2D without a bias (its Prepare() crashes, see
     test_ops_conv.run_dwconv_cases): it runs those with an explicit zero int64 bias, which
     is the same arithmetic (TFLM's int16 depthwise is int64 with or without a bias)."""
@@ -154,7 +154,7 @@ def run_dwconv16(cases: list[Case], seed: int) -> kc.Artifact:
                                data=np.zeros(w.shape[3], np.int64))
             c = Case(c.op, [c.inputs[0], w, zeros], c.output, c.options, c.label)
         ref.append(c)
-    return run16(cases, seed, ref_cases=ref)
+    return run16(cases, seed, ref_cases=ref, board=board)
 
 
 def fc16_case(rng: np.random.Generator, i: int, **fixed) -> Case:
@@ -289,6 +289,24 @@ def test_dwconv2d_16x8_edge_cases():
                       padding="SAME"),
     ]
     run_dwconv16(cases, seed=14)
+
+
+def test_dwconv2d_16x8_simd():
+    """The four-channel SIMD depthwise kernel (the default with the DSP extension, depth
+    multiplier 1, up to 256 taps), in its plain C form: bit-exact with TFLM for any C
+    (a last partial block), stride, dilation and padding; other layers keep the plain one."""
+    rng = np.random.default_rng(1627)
+    cases = [dwconv16_case(rng, i, mult=1) for i in range(30)]
+    cases += [dwconv16_case(rng, 30, mult=1, cin=7, kh=3, kw=3, padding="SAME"),
+              dwconv16_case(rng, 31, mult=1, cin=64, kh=3, kw=3, sh=2, sw=2, padding="SAME"),
+              dwconv16_case(rng, 32, mult=1, cin=4, h=1, w=1, kh=3, kw=3, padding="SAME"),
+              dwconv16_case(rng, 33, mult=2, cin=5),
+              dwconv16_case(rng, 34, mult=1, cin=3, kh=17, kw=16, h=18, w=18, dh=1, dw=1,
+                            sh=1, sw=1, padding="SAME")]
+    art = run_dwconv16(cases, seed=20, board="mps2-an386")
+    kernels = [op["kernel"] for op in art.report["ops"]]
+    assert kernels[:33] == ["kiln_dwconv2d_ch4_s16"] * 33
+    assert kernels[33:] == ["kiln_dwconv2d_s16"] * 2     # multiplier 2; 272 taps
 
 
 def test_fully_connected_16x8_random():
@@ -592,3 +610,35 @@ def test_16x8_layers_are_tunable_workloads():
     art = kc.compile(kc.load(model), board="mps2-an386", tuning_records=records)
     assert [op["kernel"] for op in art.report["ops"]] == ["kiln_conv2d_s16",
                                                           "kiln_fully_connected_b32_s16"]
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_16x8_simd_kernels_on_qemu(tmp_path: Path):
+    """The SIMD 16x8 kernels with the real DSP instructions (QEMU mps2-an386, Cortex-M4):
+    depthwise (blocks of four channels and a partial one), conv and fully connected
+    (every bias type), one model, outputs identical to TFLM."""
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    rng = np.random.default_rng(1628)
+    cases = ([dwconv16_case(rng, i, mult=1, bias=True, n=1) for i in range(4)] +
+             [dwconv16_case(rng, 4, mult=1, cin=7, kh=3, kw=3, padding="SAME", n=1,
+                            bias=True)] +
+             [conv16_case(rng, i, n=1, bias=b) for i, b in
+              zip(range(5, 8), ("int64", "int32", "none"))] +
+             [fc16_case(rng, i, bias=b, batches=1) for i, b in
+              zip(range(8, 11), ("int64", "int32", "none"))] +
+             [fc16_case(rng, 11, depth=77, per_channel=False, w_zp=5, batches=1)])
+    path = tmp_path / "m.tflite"
+    path.write_bytes(_build(cases))
+    p = create_project(path, board="mps2-an386", out_dir=tmp_path / "fw")
+    kernels = {op["kernel"] for op in p.manifest["ops"]}
+    assert {"kiln_dwconv2d_ch4_s16", "kiln_conv2d_dsp_s16", "kiln_conv2d_dsp_b32_s16",
+            "kiln_fully_connected_dsp_s16", "kiln_fully_connected_dsp_b32_s16"} <= kernels
+    r = p.run()
+    [x] = p.sample_inputs()
+    for c, got, want in zip(cases, r.outputs, run_reference(path.read_bytes(), x)):
+        assert_equal_exact(got, want, c.label + " on mps2-an386")

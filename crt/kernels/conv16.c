@@ -138,22 +138,6 @@ kiln_status_t kiln_conv2d_b32_s16(const kiln_context_t *ctx, const kiln_conv_par
 
 /* ---- DEPTHWISE_CONV_2D -------------------------------------------------- */
 
-/* [k0, k1): the filter taps k (0 <= k < filter) of a window starting at
- * `origin` whose input index origin + k * dilation is inside [0, in). Empty
- * (k0 == k1) when none is. The values stay in int32 (kiln_window_fits). */
-static void tap_range(int32_t origin, int32_t in, int32_t filter, int32_t dilation,
-                      int32_t *k0, int32_t *k1)
-{
-    const int32_t lo = origin < 0 ? (-origin + dilation - 1) / dilation : 0;
-    int32_t hi = 0;
-    if (origin < in) {
-        hi = (in - 1 - origin) / dilation + 1;
-        hi = hi < filter ? hi : filter;
-    }
-    *k0 = lo < filter ? lo : filter;
-    *k1 = hi > *k0 ? hi : *k0;
-}
-
 kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
                                 const kiln_per_channel_requant_t *quant,
                                 const kiln_dims_t *input_dims, const int16_t *input,
@@ -187,12 +171,12 @@ kiln_status_t kiln_dwconv2d_s16(const kiln_dwconv_params_t *params,
             const int32_t iy0 = oy * p->stride.h - p->padding.h;
             int32_t ky0;
             int32_t ky1;
-            tap_range(iy0, in_h, k_h, p->dilation.h, &ky0, &ky1);
+            kiln_tap_range(iy0, in_h, k_h, p->dilation.h, &ky0, &ky1);
             for (int32_t ox = 0; ox < output_dims->w; ++ox, out += out_c) {
                 const int32_t ix0 = ox * p->stride.w - p->padding.w;
                 int32_t kx0;
                 int32_t kx1;
-                tap_range(ix0, in_w, k_w, p->dilation.w, &kx0, &kx1);
+                kiln_tap_range(ix0, in_w, k_w, p->dilation.w, &kx0, &kx1);
                 if (ky0 == ky1 || kx0 == kx1) {
                     for (int32_t oc = 0; oc < out_c; ++oc) {    /* no tap inside */
                         out[oc] = kiln_conv16_output(0, bias, NULL, 1, oc, quant,

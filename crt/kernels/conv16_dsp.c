@@ -434,3 +434,121 @@ kiln_status_t kiln_fully_connected_dsp_w8_b32_s16(const kiln_fc_params_t *params
     return fully_connected_dsp_s16(params, quant, input_dims, input, filter_dims, filter, NULL,
                                    bias, 0, 1, output_dims, output);
 }
+
+/* ---- DEPTHWISE_CONV_2D -------------------------------------------------- */
+
+/* The weight of lane `lane` (0..3) of a block's tap: words [(c0, c1)][(c2, c3)]. */
+static inline int32_t dw_weight(const uint32_t *tap, int32_t lane)
+{
+    return (int32_t)(int16_t)(uint16_t)(tap[lane / 2] >> (16 * (lane % 2)));
+}
+
+kiln_status_t kiln_dwconv2d_ch4_s16(const kiln_dwconv_params_t *params,
+                                    const kiln_per_channel_requant_t *quant,
+                                    const kiln_dims_t *input_dims, const int16_t *input,
+                                    const kiln_dims_t *filter_dims, const int32_t *filter,
+                                    const int64_t *bias,
+                                    const kiln_dims_t *output_dims, int16_t *output)
+{
+    if (params == NULL || !kiln_conv16_params_valid(&params->conv) ||
+        params->depth_multiplier != 1 || !kiln_requant_valid(quant) || input == NULL ||
+        filter == NULL || output == NULL || ((uintptr_t)filter & 3u) != 0 ||
+        !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
+        !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    const kiln_conv_params_t *p = &params->conv;
+    const int32_t in_h = input_dims->h;
+    const int32_t in_w = input_dims->w;
+    const int32_t c_n = input_dims->c;
+    const int32_t k_h = filter_dims->h;
+    const int32_t k_w = filter_dims->w;
+    /* At most 256 taps: every int32 sum below stays under 2^30. */
+    if (input_dims->n != output_dims->n || filter_dims->n != 1 || filter_dims->c != c_n ||
+        output_dims->c != c_n || (int64_t)k_h * k_w > 2 * KILN_PAIR_BLOCK) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t taps = k_h * k_w;
+    const int32_t blocks = c_n / 4;
+    const size_t x_row = (size_t)p->dilation.h * (size_t)in_w * (size_t)c_n;
+    const size_t x_col = (size_t)p->dilation.w * (size_t)c_n;
+    const uint32_t *packed = (const uint32_t *)filter;
+    const int32_t act_min = p->activation.min;
+    const int32_t act_max = p->activation.max;
+
+    int16_t *out = output;
+    for (int32_t b = 0; b < output_dims->n; ++b) {
+        const int16_t *image = input + (size_t)b * (size_t)in_h * (size_t)in_w * (size_t)c_n;
+        for (int32_t oy = 0; oy < output_dims->h; ++oy) {
+            const int32_t iy0 = oy * p->stride.h - p->padding.h;
+            int32_t ky0;
+            int32_t ky1;
+            kiln_tap_range(iy0, in_h, k_h, p->dilation.h, &ky0, &ky1);
+            for (int32_t ox = 0; ox < output_dims->w; ++ox, out += c_n) {
+                const int32_t ix0 = ox * p->stride.w - p->padding.w;
+                int32_t kx0;
+                int32_t kx1;
+                kiln_tap_range(ix0, in_w, k_w, p->dilation.w, &kx0, &kx1);
+                if (ky0 == ky1 || kx0 == kx1) {
+                    for (int32_t c = 0; c < c_n; ++c) {     /* no tap inside */
+                        out[c] = kiln_conv16_output(0, bias, NULL, 1, c, quant, act_min,
+                                                    act_max);
+                    }
+                    continue;
+                }
+                const int16_t *corner = image + ((size_t)(iy0 + ky0 * p->dilation.h) *
+                                                 (size_t)in_w +
+                                                 (size_t)(ix0 + kx0 * p->dilation.w)) *
+                                                (size_t)c_n;
+                const int32_t first_tap = ky0 * k_w + kx0;
+                for (int32_t cb = 0; cb < blocks; ++cb) {
+                    const int16_t *x_r = corner + 4 * cb;
+                    const uint32_t *w_r = packed + ((size_t)cb * (size_t)taps +
+                                                    (size_t)first_tap) * 2;
+                    int32_t a0 = 0;
+                    int32_t a1 = 0;
+                    int32_t a2 = 0;
+                    int32_t a3 = 0;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, x_r += x_row, w_r += 2 * k_w) {
+                        const int16_t *x_t = x_r;
+                        const uint32_t *w_t = w_r;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, x_t += x_col, w_t += 2) {
+                            const uint32_t v01 = load_s16x2(x_t);
+                            const uint32_t v23 = load_s16x2(x_t + 2);
+                            a0 = kiln_smlabb(v01, w_t[0], a0);
+                            a1 = kiln_smlatt(v01, w_t[0], a1);
+                            a2 = kiln_smlabb(v23, w_t[1], a2);
+                            a3 = kiln_smlatt(v23, w_t[1], a3);
+                        }
+                    }
+                    int16_t *o = out + 4 * cb;
+                    o[0] = kiln_conv16_output(a0, bias, NULL, 1, 4 * cb, quant, act_min, act_max);
+                    o[1] = kiln_conv16_output(a1, bias, NULL, 1, 4 * cb + 1, quant, act_min,
+                                              act_max);
+                    o[2] = kiln_conv16_output(a2, bias, NULL, 1, 4 * cb + 2, quant, act_min,
+                                              act_max);
+                    o[3] = kiln_conv16_output(a3, bias, NULL, 1, 4 * cb + 3, quant, act_min,
+                                              act_max);
+                }
+                /* The channels past the last whole block, one by one (lanes of the
+                 * zero-padded last block of the packed filter). */
+                for (int32_t c = 4 * blocks; c < c_n; ++c) {
+                    const int16_t *x_r = corner + c;
+                    const uint32_t *w_r = packed + ((size_t)blocks * (size_t)taps +
+                                                    (size_t)first_tap) * 2;
+                    int32_t acc = 0;
+                    for (int32_t ky = ky0; ky < ky1; ++ky, x_r += x_row, w_r += 2 * k_w) {
+                        const int16_t *x_t = x_r;
+                        const uint32_t *w_t = w_r;
+                        for (int32_t kx = kx0; kx < kx1; ++kx, x_t += x_col, w_t += 2) {
+                            acc += (int32_t)*x_t * dw_weight(w_t, c % 4);
+                        }
+                    }
+                    out[c] = kiln_conv16_output(acc, bias, NULL, 1, c, quant, act_min, act_max);
+                }
+            }
+        }
+    }
+    return KILN_OK;
+}

@@ -157,6 +157,22 @@ static inline void kiln_row_times_filter_s8(const int8_t *row, const int8_t *fil
 
 /* ---- 16x8 (conv16.c, conv16_dsp.c; semantics in conv.h) ---------------- */
 
+/* [k0, k1): the filter taps k (0 <= k < filter) of a window starting at
+ * `origin` whose input index origin + k * dilation is inside [0, in). Empty
+ * (k0 == k1) when none is. The values stay in int32 (kiln_window_fits). */
+static inline void kiln_tap_range(int32_t origin, int32_t in, int32_t filter, int32_t dilation,
+                                  int32_t *k0, int32_t *k1)
+{
+    const int32_t lo = origin < 0 ? (-origin + dilation - 1) / dilation : 0;
+    int32_t hi = 0;
+    if (origin < in) {
+        hi = (in - 1 - origin) / dilation + 1;
+        hi = hi < filter ? hi : filter;
+    }
+    *k0 = lo < filter ? lo : filter;
+    *k1 = hi > *k0 ? hi : *k0;
+}
+
 /* The parameters of a 16x8 layer are in range (offsets 0, int16 clamp). */
 static inline int kiln_conv16_params_valid(const kiln_conv_params_t *p)
 {

@@ -167,7 +167,7 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     there."""
     _, kh, kw, fc = shape.filter
     if shape.dtype == "int16":
-        return _candidates16(op, target)
+        return _candidates16(op, shape, target)
     blocked: list[dict] = []      # the blocked kernels this layer can use
     plain: list[dict] = []
     if op == "CONV_2D":
@@ -208,7 +208,7 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     return plain + blocked
 
 
-def _candidates16(op: str, target: Target) -> list[dict]:
+def _candidates16(op: str, shape: LayerShape, target: Target) -> list[dict]:
     """16x8 CONV_2D and FULLY_CONNECTED: the SIMD kernels on int16 pairs ("dsp",
     conv16_dsp.c), with the weights packed as int16 pairs ("s16") or kept int8 ("s8",
     half the flash, widened at run time), and the plain kernel. On cores with the DSP
@@ -218,7 +218,6 @@ def _candidates16(op: str, target: Target) -> list[dict]:
     if op not in ("CONV_2D", "FULLY_CONNECTED"):
         raise ValueError(f"no 16x8 variants for {op}")
     simd = [{"variant": "dsp", "weights": "s16"}, {"variant": "dsp", "weights": "s8"}]
-    plain = [{"variant": "generic"}]
     return simd + plain if target.dsp else plain + simd
 
 
@@ -226,6 +225,12 @@ def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dic
     options = candidates(op, shape, target)
     if knobs is None:
         return options[0]
+    plain = [{"variant": "generic"}]
+    if op == "DEPTHWISE_CONV_2D":
+        # Blocks of four channels summed in int32 registers: at most 256 taps (conv16_dsp.c).
+        ok = shape.depth_multiplier == 1 and shape.filter[1] * shape.filter[2] <= 256
+        simd = [{"variant": "channels", "ch_block": 4}] if ok else []
+        return simd + plain if target.dsp else plain + simd
     if knobs not in options:
         raise ModelError(f"{op}: knobs {knobs} are not a candidate for this layer on "
                          f"{target.board} (candidates: {options})")
@@ -1047,10 +1052,18 @@ def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
     mult_opt = int(ctx.op.options.get("depth_multiplier", 1))
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
     mult, shift = _multipliers(x, w, y, out_c)
-    kernel = "kiln_dwconv2d_s16"
+    act = _act16(ctx, y)
+    shape = replace(_conv_shape(x, w, y, g, False, act, mult_opt),
+                    clamped=act != (-32768, 32767), dtype="int16")
+    k = _pick("DEPTHWISE_CONV_2D", shape, ctx.target, ctx.knobs)
+    if k["variant"] == "generic":
+        kernel, filter_name = "kiln_dwconv2d_s16", ctx.ptr(w)
+    else:
+        kernel = "kiln_dwconv2d_ch4_s16"
+        filter_name = ctx.const("filter", pack_dw16(w.data), "int32_t",
+                                f"{w.name} packed as int16 pairs for {kernel} (conv.h)")
     lines = [
-        _conv_params_c("kiln_dwconv_params_t", g, x, y, _act16(ctx, y),
-                       depth_multiplier=mult_opt),
+        _conv_params_c("kiln_dwconv_params_t", g, x, y, act, depth_multiplier=mult_opt),
         _quant_c(ctx, mult, shift),
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
@@ -1064,7 +1077,17 @@ def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
                f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
                f"{_act_name(ctx)}; {_summary16('wide')}")
     return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary,
-                     knobs={"variant": "generic"})
+                     knobs=k, shape=shape)
+def pack_dw16(weights: np.ndarray) -> np.ndarray:
+    """1HWC int8 → the words of kiln_dwconv2d_ch4_s16 (conv.h): C zero-padded to a
+    multiple of 4; per block of four channels, per tap, [(c0, c1)][(c2, c3)]."""
+    taps = weights.reshape(-1, weights.shape[3]).astype(np.int64)
+    padded = np.zeros((taps.shape[0], -(-taps.shape[1] // 4) * 4), dtype=np.int64)
+    padded[:, :taps.shape[1]] = taps
+    blocks = padded.reshape(taps.shape[0], -1, 4).transpose(1, 0, 2)     # (B, taps, 4)
+    return pack_pairs16(blocks.reshape(-1, 4))
+
+
 
 
 def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
@@ -1119,7 +1142,7 @@ def _lower_transpose_conv_s16(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
         _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+              f"&filter_dims, {filter_name}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
     ]
     macs = int(np.prod(x.shape)) * w.shape[0] * w.shape[1] * w.shape[2]
     summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
