@@ -100,17 +100,14 @@ def explain(error: GraphError) -> ModelError:
     structural message after them), or the structural error itself if every op is
     supported. So a user learns that an op is missing, not only that a tensor is read
     before it is written."""
+    graph = error.graph
     try:
-        _check_uint8(error.graph)
-        problems = unsupported_ops(error.graph, robust=True)
+        _check_uint8(graph)
+        _refuse(unsupported_ops(graph, robust=True), graph)
     except ModelError as e:
         return ModelError(f"{e}; besides, the graph is malformed: {error}")
     except Exception:       # a graph too broken to list: its structural message says why
         return error
-    try:
-        _refuse(problems, error.graph)
-    except ModelError as e:
-        return ModelError(f"{e}; besides, the graph is malformed: {error}")
     return error
 
 
