@@ -163,6 +163,8 @@ def resource_variables(graph: Graph, read_subgraph: Callable[[int], Subgraph],
                 graph.tensors.append(const)
                 _check_same_bytes(op, var, const)
                 op.inputs += [var.id, const.id]
+            if not op.inputs:               # it initializes nothing this graph reads
+                continue
         ops.append(op)
     graph.ops = ops
     return graph
