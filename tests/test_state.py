@@ -384,3 +384,61 @@ def test_a_project_manifest_with_a_bad_state_size_is_refused():
     for bad in ("8", -1, True, 2.5):
         report["state_bytes"] = bad
         assert report_problem(report) == "its 'state_bytes' is not a byte count"
+
+
+def _hostile_resource_models():
+    """(id, model bytes, message part): tf.Variable ops put together wrongly."""
+    from resource_builder import RESOURCE, Subgraph, build_subgraphs
+
+    q = dict(scale=0.1, zero_point=0)
+
+    def main(ops, extra=(), init=None):
+        tensors = [TensorSpec((1, 4), "int8", name="x", **q), RESOURCE,
+                   TensorSpec((1, 4), "int8", name="r", **q),
+                   TensorSpec((1, 4), "int8", name="y", **q), *extra]
+        subgraphs = [Subgraph(tensors, ops, [0], [3])]
+        return build_subgraphs(subgraphs + ([init] if init else []))
+
+    handle = OpSpec("VAR_HANDLE", [], [1], {"shared_name": "v"})
+    read_add = [OpSpec("READ_VARIABLE", [1], [2]), OpSpec("ADD", [2, 0], [3])]
+    assign = OpSpec("ASSIGN_VARIABLE", [1, 0], [])
+    wide = TensorSpec((1, 8), "int8", name="wide", **q)
+    init_from_input = Subgraph([RESOURCE, TensorSpec((1, 4), "int8", name="v0", **q)],
+                               [OpSpec("VAR_HANDLE", [], [0], {"shared_name": "v"}),
+                                OpSpec("ASSIGN_VARIABLE", [0, 1], [])], inputs=[1])
+    init_relu = Subgraph([RESOURCE, TensorSpec((1, 4), "int8", name="a", **q),
+                          TensorSpec((1, 4), "int8", name="b", **q)],
+                         [OpSpec("RELU", [1], [2])])
+    return [
+        ("call_once_out_of_range", main([OpSpec("CALL_ONCE", [], [], {"init_subgraph_index": 5}),
+                                         handle, assign, *read_add]),
+         "names init subgraph 5, out of range"),
+        ("call_once_main_itself", main([OpSpec("CALL_ONCE", [], [], {"init_subgraph_index": 0}),
+                                        handle, assign, *read_add]),
+         "names init subgraph 0, out of range"),
+        ("init_assigns_an_input", main([OpSpec("CALL_ONCE", [], [], {"init_subgraph_index": 1}),
+                                        handle, *read_add], init=init_from_input),
+         "assigns v0, which is not a constant"),
+        ("init_computes", main([OpSpec("CALL_ONCE", [], [], {"init_subgraph_index": 1}),
+                                handle, assign, *read_add], init=init_relu),
+         "its init subgraph 1 computes with RELU"),
+        ("assign_size_mismatch", main([handle, assign, OpSpec("ASSIGN_VARIABLE", [1, 4], []),
+                                       *read_add], extra=[wide]),
+         "does not match resource variable v"),
+        ("read_without_handle", main([OpSpec("READ_VARIABLE", [1], [2]), OpSpec("ADD", [2, 0], [3])]),
+         "reads a handle no VAR_HANDLE writes"),
+        ("handle_with_input", main([OpSpec("VAR_HANDLE", [0], [1], {"shared_name": "v"}),
+                                    assign, *read_add]),
+         "takes no input and writes one handle"),
+    ]
+
+
+@pytest.mark.parametrize("data,message", [pytest.param(d, m, id=i)
+                                          for i, d, m in _hostile_resource_models()])
+def test_malformed_resource_variables_are_one_clear_error(data, message, tmp_path, capsys):
+    with pytest.raises(ModelError, match=re.escape(message)):
+        load(data)
+    path = tmp_path / "m.tflite"
+    path.write_bytes(data)
+    code, _, err = run_kiln(capsys, "compile", path, "-o", tmp_path / "out")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
