@@ -16,6 +16,7 @@ dilation, filter sizes).
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +40,10 @@ from tflite_builder import TensorSpec, rand_int8
 
 BOARD = "mps2-an386"
 DSP = Target(board=BOARD, cpu="cortex-m4", dsp=True)
-SIMD_KERNELS = {"kiln_conv2d_gemm_oc4_s8", "kiln_dwconv2d_3x3_s8",
-                "kiln_fully_connected_rows8_s8"}                  # the defaults
+SIMD_KERNELS = {"kiln_conv2d_gemm_p8_s8", "kiln_dwconv2d_3x3_s8",
+                "kiln_fully_connected_rows8_p8_s8"}               # the defaults
 ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s8",
+                                   "kiln_conv2d_gemm_oc4_s8", "kiln_fully_connected_rows8_s8",
                                    "kiln_fully_connected_rows_s8",
                                    "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8"}
 SIMD_VARIANTS = {"gemm", "3x3", "channels", "rows"}
@@ -273,13 +275,14 @@ def _reference_model(cases: list[Case]) -> bytes:
 def test_gemm_is_the_default_on_host():
     art = run_cases(gemm_cases(101, 50), seed=11, board=BOARD)
     kernels = _kernels(art)
-    assert kernels.count("kiln_conv2d_gemm_oc4_s8") >= 0.8 * len(kernels), kernels
+    assert kernels.count("kiln_conv2d_gemm_p8_s8") >= 0.8 * len(kernels), kernels
 
 
 def test_every_conv2d_candidate_on_host():
     kernels = run_every_candidate(gemm_cases(111, 24) + gemm_tail_cases(112), seed=15)
     assert kernels >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8",
-                       "kiln_conv2d_gemm_w8_s8", "kiln_conv2d_1x1_s8", "kiln_conv2d_s8"}
+                       "kiln_conv2d_gemm_w8_s8", "kiln_conv2d_gemm_p8_s8",
+                       "kiln_conv2d_1x1_s8", "kiln_conv2d_s8"}
 
 
 def test_dwconv_3x3_on_host():
@@ -313,13 +316,18 @@ def test_every_dwconv_candidate_on_host():
 def test_fully_connected_rows_on_host():
     art = run_cases(fc_rows_cases(303, 50), seed=13, board=BOARD)
     kernels = _kernels(art)
-    assert kernels.count("kiln_fully_connected_rows8_s8") >= 0.8 * len(kernels), kernels
+    # rows8 where the random filter holds a -128 that int8 pairs cannot take (pairs8_ok)
+    # or a zero point, which TFLite's own int8 weights never have.
+    p8 = kernels.count("kiln_fully_connected_rows8_p8_s8")
+    assert p8 >= 0.6 * len(kernels), kernels
+    assert p8 + kernels.count("kiln_fully_connected_rows8_s8") >= 0.8 * len(kernels), kernels
 
 
 def test_every_fully_connected_candidate_on_host():
     kernels = run_every_candidate(fc_rows_cases(313, 20) + fc_tail_cases(314), seed=17)
     assert kernels >= {"kiln_fully_connected_rows_s8", "kiln_fully_connected_rows2_s8",
-                       "kiln_fully_connected_rows8_s8", "kiln_fully_connected_s8"}
+                       "kiln_fully_connected_rows8_s8", "kiln_fully_connected_rows8_p8_s8",
+                       "kiln_fully_connected_s8"}
 
 
 def test_every_simd_candidate_banded_in_place_on_host():
@@ -335,13 +343,14 @@ def test_every_simd_candidate_banded_in_place_on_host():
             assert_equal_exact(g, w, f"kws output {j}, round {i}, optimize=memory")
     banded = {o["kernel"] for art in arts for o in art.report["overlaps"] if o["banded"]}
     assert banded >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_w8_s8",
+                      "kiln_conv2d_gemm_p8_s8",
                       "kiln_dwconv2d_3x3_s8", "kiln_dwconv2d_ch4_s8"}
 
 
 def test_dead_channels_and_big_scales():
     rng = np.random.default_rng(404)
     art = run_cases([dead_channel_case(rng), live_big_scale_case(rng)], seed=14, board=BOARD)
-    assert _kernels(art) == ["kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_1x1_s8"]
+    assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8", "kiln_conv2d_1x1_s8"]
 
 
 def test_requant_fast_rewrites_dead_channels_exactly():
@@ -367,23 +376,28 @@ def test_variant_choice_follows_the_target():
     assert conv2d_variant(conv, Target()).kernel == "kiln_conv2d_s8"
     v = conv2d_variant(conv, DSP)
     gemm = {"variant": "gemm", "oc_block": 4, "px_block": 2, "weights": "s16"}
-    assert (v.kernel, v.knobs, v.scratch) == ("kiln_conv2d_gemm_oc4_s8", gemm, 4 * 144 + 48)
+    assert (v.kernel, v.knobs, v.scratch) == ("kiln_conv2d_gemm_p8_s8", dict(gemm, weights="p8"),
+                                              4 * 144 + 48)
     assert conv2d_variant(conv, DSP, {"variant": "generic"}).kernel == "kiln_conv2d_s8"
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, {"variant": "1x1"})
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, dict(gemm, weights="s8"))
-    # Every int16 gemm before the int8-weight one (slower: a tuner takes it for flash).
+    # The int8 channel-pair gemm first (the default: int8 flash), then the int16 ones
+    # (a tuner may take them where flash allows), then the int8-weight 2x2 one.
     assert [(k["variant"], k.get("oc_block"), k.get("weights"))
             for k in candidates("CONV_2D", conv, DSP)] == [
-        ("gemm", 4, "s16"), ("gemm", 2, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
+        ("gemm", 4, "p8"), ("gemm", 4, "s16"), ("gemm", 2, "s16"), ("gemm", 2, "s8"),
+        ("generic", None, None)]
+    # A filter that cannot pack as int8 pairs keeps the int16 default.
+    assert conv2d_variant(replace(conv, pairs8=False), DSP).kernel == "kiln_conv2d_gemm_oc4_s8"
     for knobs, kernel in ((dict(gemm, oc_block=2), "kiln_conv2d_gemm_s8"),
                           (dict(gemm, oc_block=2, weights="s8"), "kiln_conv2d_gemm_w8_s8")):
         assert (conv2d_variant(conv, DSP, knobs).kernel,
                 conv2d_variant(conv, DSP, knobs).scratch) == (kernel, 4 * 144 + 48)
     pw = LayerShape(input=(1, 8, 8, 6), filter=(32, 1, 1, 6), output=(1, 8, 8, 32))
     assert [k["variant"] for k in candidates("CONV_2D", pw, DSP)] == [
-        "gemm", "gemm", "gemm", "1x1", "generic"]
+        "gemm", "gemm", "gemm", "gemm", "1x1", "generic"]
     assert conv2d_variant(pw, DSP).scratch == 4 * 8 + 8          # rows of 6 padded to 8
     grouped = LayerShape(input=(1, 8, 8, 16), filter=(16, 3, 3, 8), output=(1, 8, 8, 16))
     assert [k["variant"] for k in candidates("CONV_2D", grouped, DSP)] == ["generic"]
@@ -412,10 +426,12 @@ def test_variant_choice_follows_the_target():
                              requant_fast=False)):
         assert candidates("DEPTHWISE_CONV_2D", plain, DSP) == [{"variant": "generic"}]
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
-    assert fully_connected_variant(fc, DSP).scratch == 64
+    assert fully_connected_variant(fc, DSP).scratch == 0        # input widened in registers
+    assert fully_connected_variant(replace(fc, pairs8=False), DSP).scratch == 64
     assert fully_connected_variant(fc, Target()).kernel == "kiln_fully_connected_s8"
     assert [(fully_connected_variant(fc, DSP, k).kernel, k.get("row_block"))
             for k in candidates("FULLY_CONNECTED", fc, DSP)] == [
+        ("kiln_fully_connected_rows8_p8_s8", 8),
         ("kiln_fully_connected_rows8_s8", 8), ("kiln_fully_connected_rows_s8", 4),
         ("kiln_fully_connected_rows2_s8", 2), ("kiln_fully_connected_s8", None)]
     assert {fully_connected_variant(fc, DSP, k).scratch
@@ -566,8 +582,10 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
     sizes = [int(v) for v in out.split("sizes ")[1].split("\n")[0].split()]
     shapes = [LayerShape(input=(1, 9, 9, 16), filter=(32, 3, 3, 16), output=(1, 9, 9, 32)),
               LayerShape(input=(1, 9, 9, 3), filter=(8, 3, 3, 3), output=(1, 9, 9, 8))]
-    gemm = [k for k in candidates("CONV_2D", shapes[1], DSP) if k["variant"] == "gemm"]
-    assert sizes[:4] == [conv2d_variant(shapes[0], DSP).scratch] + [
+    gemm = [k for k in candidates("CONV_2D", shapes[1], DSP)
+            if k["variant"] == "gemm" and k["weights"] != "p8"]      # p8: the same as oc4
+    assert conv2d_variant(shapes[0], DSP).kernel == "kiln_conv2d_gemm_p8_s8"
+    assert sizes[:4] == [conv2d_variant(shapes[0], DSP, gemm[0]).scratch] + [
         conv2d_variant(shapes[1], DSP, k).scratch for k in gemm]
     dw = LayerShape(input=(1, 9, 9, 16), filter=(1, 3, 3, 16), output=(1, 9, 9, 16))
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))

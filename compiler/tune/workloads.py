@@ -33,6 +33,8 @@ def workload_key(op_type: str, shape: LayerShape) -> str:
     if op_type == "DEPTHWISE_CONV_2D":
         parts += ["mult", str(shape.depth_multiplier)]
     parts.append("fast" if shape.requant_fast else "slow")
+    if not shape.pairs8 and op_type in ("CONV_2D", "FULLY_CONNECTED"):
+        parts.append("wide")            # no int8-pair filter (conv.py pairs8_ok)
     if shape.clamped:
         parts.append("clamped")
     if shape.dtype != "int8":

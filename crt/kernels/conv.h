@@ -243,6 +243,30 @@ kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
 int32_t kiln_conv2d_gemm_w8_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                                const kiln_dims_t *filter_dims);
 
+/* kiln_conv2d_gemm_oc4_s8 with the filter kept int8 as channel pairs
+ * (conv_dsp.h): as fast, half the flash.
+ *   filter  from OHWI with each kernel row padded to R as above and C_out
+ *           padded with a zero channel to even; for channels (c, d) and k
+ *           the bytes b(c, k) = w(c, k) and h(d, k) = w(d, k) - [w(c, k) < 0]
+ *           (in [-128, 127]); the pair's A word of a group is
+ *           [b(c, k0)][h(d, k0)][b(c, k2)][h(d, k2)] (low byte first), its B
+ *           word the same for k1, k3. Per block of four channels (two pairs
+ *           p, q), G groups of [A of p][A of q][B of p][B of q]; after the
+ *           last whole block, a last pair as G groups of [A][B].
+ *           ceil(C_out / 2) * K / 2 words. 128 * sum_k |w(d, k)| < 2^23 for
+ *           every second channel d of a pair.
+ * Other arguments and the scratch as kiln_conv2d_gemm_s8. */
+kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_requant_fast_t *quant,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int32_t *bias,
+                                     const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_conv2d_gemm_p8_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                               const kiln_dims_t *filter_dims);
+
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, any stride
  * and padding, C a multiple of 4.
  *   filter  packed from 1HWC: per block of four channels, per tap (row-major),
@@ -302,6 +326,26 @@ kiln_status_t kiln_fully_connected_rows_s8(const kiln_context_t *ctx,
 /* Scratch of kiln_fully_connected_rows_s8: one input row as int16, depth
  * rounded up to 4, times 2 bytes. The rows2 and rows8 variants need the same. */
 int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_dims);
+
+/* FULLY_CONNECTED blocked eight rows at a time with the filter kept int8 as
+ * row pairs (conv_dsp.h), and no scratch (the input is widened in registers).
+ *   filter  from [units, depth] (filter_offset 0) with depth padded with zeros
+ *           to a multiple of 4 and units with a zero row to even; the words of
+ *           a pair of rows at a group of four k as kiln_conv2d_gemm_p8_s8's
+ *           A and B. Per block of eight rows (four pairs), per group, [A][B]
+ *           of each pair in turn; after the last whole block, each pair as
+ *           G groups of [A][B]. ceil(units / 2) * round_up4(depth) / 2 words.
+ *           128 * sum_k |w(d, k)| < 2^23 for every second row d of a pair.
+ *   params  filter_offset must be 0
+ *   bias    folded as kiln_fully_connected_s8's
+ *   quant   units entries */
+kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_fast_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output);
 
 /* kiln_fully_connected_rows_s8 blocked two rows at a time.
  *   filter  per block of two rows, per group, [A][B] of each row in turn; an

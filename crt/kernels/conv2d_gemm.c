@@ -6,7 +6,9 @@
  *
  *   kiln_conv2d_gemm_s8      2 channels x 2 pixels, filter as int16 pairs;
  *   kiln_conv2d_gemm_oc4_s8  4 channels x 2 pixels, filter as int16 pairs;
- *   kiln_conv2d_gemm_w8_s8   2 channels x 2 pixels, filter kept int8.
+ *   kiln_conv2d_gemm_w8_s8   2 channels x 2 pixels, filter kept int8;
+ *   kiln_conv2d_gemm_p8_s8   4 channels x 2 pixels, filter as int8 channel
+ *                            pairs (conv_dsp.h).
  *
  * Per pair of output pixels the receptive fields are gathered into scratch
  * as int16 pairs interleaved pixel by pixel, so one LDRD fetches the same
@@ -20,6 +22,8 @@
  *              accumulators (all the registers there are: see dot_4x2)
  *   2x2 int8:  3 LDRD,  4 SXTB16, 8 SMLAD       (16 MACs): half the filter
  *              bytes in flash, widened at run time
+ *   4x2 p8:    4 LDRD,  4 SXTB16, 16 SMLAD      (32 MACs): int8 filter, each
+ *              word widened once for both pixels and used raw as well
  *
  * Channels past the last whole block take the smaller blocks (4x2: one 2x2
  * block, then a single channel), packed in the same order at compile time.
@@ -55,6 +59,12 @@ int32_t kiln_conv2d_gemm_oc4_s8_get_buffer_size(const kiln_dims_t *input_dims,
 }
 
 int32_t kiln_conv2d_gemm_w8_s8_get_buffer_size(const kiln_dims_t *input_dims,
+                                               const kiln_dims_t *filter_dims)
+{
+    return kiln_conv2d_gemm_s8_get_buffer_size(input_dims, filter_dims);
+}
+
+int32_t kiln_conv2d_gemm_p8_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                                const kiln_dims_t *filter_dims)
 {
     return kiln_conv2d_gemm_s8_get_buffer_size(input_dims, filter_dims);
@@ -155,7 +165,7 @@ static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t 
 }
 
 /* The variants (conv.h): how the filter is packed and which blocks run. */
-enum { GEMM_2X2, GEMM_4X2, GEMM_W8 };
+enum { GEMM_2X2, GEMM_4X2, GEMM_W8, GEMM_P8 };
 
 /*
  * Channels oc and oc + 1 of both pixels: w is the channel pair's packed block,
@@ -300,6 +310,119 @@ static KILN_NOINLINE void dot_4x2(const uint32_t *w, const uint32_t *col, int32_
 #undef GEMM_4X2_PAIR
 
 /*
+ * Channel pairs (c0, c1) and (c2, c3) of both pixels, int8 pair filter
+ * (conv_dsp.h): w is the block, per group the words [A of (c0, c1)][A of
+ * (c2, c3)][B of (c0, c1)][B of (c2, c3)]; col as in dot_2x2. acc, added to:
+ * [raw (c0, c1) px0, px1][even = c0 px0, px1][raw (c2, c3) px0, px1][c2 px0, px1].
+ * Registers as dot_4x2's (the same frame, see there), with each filter word
+ * widened in place after its raw use.
+ */
+#define GEMM_P8_PAIR(a)                                                          \
+    do {                                                                         \
+        KILN_LOAD_PAIR(x0, x1, col);                                             \
+        KILN_LOAD_PAIR(w0, w1, w);                                               \
+        (a)[0] = kiln_smlad_wrap(w0, x0, (a)[0]);                                \
+        (a)[1] = kiln_smlad_wrap(w0, x1, (a)[1]);                                \
+        w0 = kiln_sxtb16(w0);                                                    \
+        (a)[2] = kiln_smlad(w0, x0, (a)[2]);                                     \
+        (a)[3] = kiln_smlad(w0, x1, (a)[3]);                                     \
+        (a)[4] = kiln_smlad_wrap(w1, x0, (a)[4]);                                \
+        (a)[5] = kiln_smlad_wrap(w1, x1, (a)[5]);                                \
+        w1 = kiln_sxtb16(w1);                                                    \
+        (a)[6] = kiln_smlad(w1, x0, (a)[6]);                                     \
+        (a)[7] = kiln_smlad(w1, x1, (a)[7]);                                     \
+    } while (0)
+
+#if defined(__ARM_FEATURE_DSP)
+#define GEMM_P8_PAIR_ASM                                                         \
+    "ldrd r2, r3, [r1], #8\n\t"                                                  \
+    "ldrd r12, lr, [r0], #8\n\t"                                                 \
+    "smlad r4, r12, r2, r4\n\t"                                                  \
+    "smlad r5, r12, r3, r5\n\t"                                                  \
+    "sxtb16 r12, r12\n\t"                                                        \
+    "smlad r6, r12, r2, r6\n\t"                                                  \
+    "smlad r7, r12, r3, r7\n\t"                                                  \
+    "smlad r8, lr, r2, r8\n\t"                                                   \
+    "smlad r9, lr, r3, r9\n\t"                                                   \
+    "sxtb16 lr, lr\n\t"                                                          \
+    "smlad r10, lr, r2, r10\n\t"                                                 \
+    "smlad r11, lr, r3, r11\n\t"
+#endif
+
+static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int32_t groups4,
+                                     int32_t acc[8])
+{
+#if defined(__ARM_FEATURE_DSP)
+    const uint32_t pairs = (uint32_t)groups4 / 2u;                      /* 2 groups a trip */
+    register const uint32_t *w_ __asm__("r0") = w;
+    register const uint32_t *col_ __asm__("r1") = col;
+    register const uint32_t *end_ __asm__("r2") = col + 8u * pairs;
+    register int32_t *acc_ __asm__("r3") = acc;
+    register uint32_t odd_ __asm__("r12") = (uint32_t)groups4 & 1u;
+    __asm__ volatile("push {r2-r12, lr}\n\t"
+                     "ldm r3, {r4-r11}\n\t"
+                     "cmp r1, r2\n\t"
+                     "beq 2f\n"
+                     "1:\n\t"
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     "ldr r2, [sp]\n\t"
+                     "cmp r1, r2\n\t"
+                     "bne 1b\n"
+                     "2:\n\t"
+                     "ldr r2, [sp, #40]\n\t"        /* the odd flag (r12's slot) */
+                     "cmp r2, #0\n\t"
+                     "beq 3f\n\t"
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     "3:\n\t"
+                     "ldr r3, [sp, #4]\n\t"
+                     "stm r3, {r4-r11}\n\t"
+                     "pop {r2-r12, lr}"
+                     : "+r"(w_), "+r"(col_)
+                     : "r"(end_), "r"(acc_), "r"(odd_)
+                     : "cc", "memory");     /* reads w and col, updates acc */
+#else
+    uint32_t w0;
+    uint32_t w1;
+    uint32_t x0;
+    uint32_t x1;
+    int32_t a[8];
+    memcpy(a, acc, sizeof a);
+    for (int32_t n = groups4; n > 0; --n) {
+        GEMM_P8_PAIR(a);
+        GEMM_P8_PAIR(a);
+    }
+    memcpy(acc, a, sizeof a);
+#endif
+}
+#undef GEMM_P8_PAIR
+
+/* One channel pair (c0, c1) of both pixels, int8 pair filter: w holds [A][B]
+ * per group. acc as the first four of dot_p8_4x2's, added to. */
+static void dot_p8_2x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[4])
+{
+    int32_t r0 = acc[0];
+    int32_t r1 = acc[1];
+    int32_t e0 = acc[2];
+    int32_t e1 = acc[3];
+    uint32_t x0;
+    uint32_t x1;
+    for (int32_t n = 2 * groups4; n > 0; --n) {
+        const uint32_t raw = *w++;
+        KILN_LOAD_PAIR(x0, x1, col);
+        r0 = kiln_smlad_wrap(raw, x0, r0);
+        r1 = kiln_smlad_wrap(raw, x1, r1);
+        const uint32_t even = kiln_sxtb16(raw);
+        e0 = kiln_smlad(even, x0, e0);
+        e1 = kiln_smlad(even, x1, e1);
+    }
+    acc[0] = r0;
+    acc[1] = r1;
+    acc[2] = e0;
+    acc[3] = e1;
+}
+
+/*
  * Channels oc and oc + 1 with the filter kept int8: per group, one word per
  * channel holding its four k (k0 in the low byte), so SXTB16 gives the pair
  * (k0, k2) and SXTB16 ror 8 the pair (k1, k3), the column's A and B.
@@ -426,7 +549,22 @@ static KILN_ALWAYS_INLINE void block(const block_t *k, const uint32_t *w, const 
                                      const kiln_requant_fast_t *q, int8_t *out0, int8_t *out1,
                                      int kind, int full_range)
 {
-    if (kind == GEMM_4X2) {
+    if (kind == GEMM_P8) {
+        int32_t acc[8] = {bias[0], bias[0], bias[0], bias[0],
+                          bias[2], bias[2], bias[2], bias[2]};
+        dot_p8_4x2(w, k->col, k->groups4, acc);
+        const int32_t sums[8] = {acc[2], acc[3],
+                                 bias[1] + kiln_pair_odd(acc[0], acc[2]),
+                                 bias[1] + kiln_pair_odd(acc[1], acc[3]),
+                                 acc[6], acc[7],
+                                 bias[3] + kiln_pair_odd(acc[4], acc[6]),
+                                 bias[3] + kiln_pair_odd(acc[5], acc[7])};
+        const block_t kk = *k;      /* read once: the int8 stores may alias it */
+        store_channel(&kk, sums, 0, q, out0, out1, full_range);
+        store_channel(&kk, sums, 1, q, out0, out1, full_range);
+        store_channel(&kk, sums, 2, q, out0, out1, full_range);
+        store_channel(&kk, sums, 3, q, out0, out1, full_range);
+    } else if (kind == GEMM_4X2) {
         int32_t acc[8] = {bias[0], bias[0], bias[1], bias[1],
                           bias[2], bias[2], bias[3], bias[3]};
         dot_4x2(w, k->col, k->groups4, acc);
@@ -464,6 +602,8 @@ GEMM_BLOCK_FN(block_4x2_full, GEMM_4X2, 1)
 GEMM_BLOCK_FN(block_4x2_clamp, GEMM_4X2, 0)
 GEMM_BLOCK_FN(block_w8_full, GEMM_W8, 1)
 GEMM_BLOCK_FN(block_w8_clamp, GEMM_W8, 0)
+GEMM_BLOCK_FN(block_p8_full, GEMM_P8, 1)
+GEMM_BLOCK_FN(block_p8_clamp, GEMM_P8, 0)
 #undef GEMM_BLOCK_FN
 
 /* Every output pixel pair; kind and full_range are constants in each
@@ -482,7 +622,7 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     const int32_t pixels = output_dims->n * out_h * out_w;
     const block_t blk = {col, g.groups4, out_off, act_min, act_max};
     /* Words of the filter per channel: four k as two int16 pairs, or as int8. */
-    const int32_t words = (kind == GEMM_W8 ? 1 : 2) * g.groups4;
+    const int32_t words = (kind == GEMM_W8 || kind == GEMM_P8 ? 1 : 2) * g.groups4;
     int32_t b = 0;
     int32_t oy = 0;
     int32_t ox = 0;
@@ -515,6 +655,35 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
         int8_t *out1 = paired ? out0 + out_c : out0;
         const uint32_t *w = packed;
         int32_t oc = 0;
+        if (kind == GEMM_P8) {
+            for (; oc + 4 <= out_c; oc += 4) {
+                if (full_range) {
+                    block_p8_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                } else {
+                    block_p8_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                }
+                w += 4 * words;
+            }
+            /* A last pair, or a last channel paired with a zero one (not stored). */
+            for (; oc < out_c; oc += 2) {
+                int32_t acc[4] = {bias[oc], bias[oc], bias[oc], bias[oc]};
+                dot_p8_2x2(w, col, g.groups4, acc);
+                w += 2 * words;
+                out0[oc] = kiln_output_fast(acc[2], &quant[oc], out_off, act_min, act_max,
+                                            full_range);
+                out1[oc] = kiln_output_fast(acc[3], &quant[oc], out_off, act_min, act_max,
+                                            full_range);
+                if (oc + 1 < out_c) {
+                    const int32_t s0 = bias[oc + 1] + kiln_pair_odd(acc[0], acc[2]);
+                    const int32_t s1 = bias[oc + 1] + kiln_pair_odd(acc[1], acc[3]);
+                    out0[oc + 1] = kiln_output_fast(s0, &quant[oc + 1], out_off, act_min,
+                                                    act_max, full_range);
+                    out1[oc + 1] = kiln_output_fast(s1, &quant[oc + 1], out_off, act_min,
+                                                    act_max, full_range);
+                }
+            }
+            continue;
+        }
         if (kind == GEMM_4X2) {
             for (; oc + 4 <= out_c; oc += 4) {
                 if (full_range) {
@@ -631,6 +800,18 @@ kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
 {
     return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
                     output_dims, output, GEMM_4X2);
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
+                                     const kiln_conv_params_t *params,
+                                     const kiln_requant_fast_t *quant,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *filter_dims, const int32_t *filter,
+                                     const int32_t *bias,
+                                     const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                    output_dims, output, GEMM_P8);
 }
 
 kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,

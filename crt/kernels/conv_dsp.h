@@ -78,6 +78,13 @@ static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
     return r;
 }
 
+/* kiln_smlad where the sum may leave int32 and wraps (modulo 2^32, as SMLAD
+ * does): the int8 channel-pair kernels' "raw" accumulators (conv.h). */
+static inline int32_t kiln_smlad_wrap(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlad((int16x2_t)a, (int16x2_t)b, acc);
+}
+
 /* a = p[0], b = p[1], p += 2, as one LDRD with write-back (p word aligned).
  * The "m" operand tells the compiler which memory the load reads. */
 #define KILN_LOAD_PAIR(a, b, p)                                                  \
@@ -95,6 +102,12 @@ static inline int32_t kiln_lane1(uint32_t x) { return (int32_t)(int16_t)(uint16_
 static inline int32_t kiln_smlad(uint32_t a, uint32_t b, int32_t acc)
 {
     return acc + kiln_lane0(a) * kiln_lane0(b) + kiln_lane1(a) * kiln_lane1(b);
+}
+
+static inline int32_t kiln_smlad_wrap(uint32_t a, uint32_t b, int32_t acc)
+{
+    return (int32_t)((uint32_t)acc + (uint32_t)(kiln_lane0(a) * kiln_lane0(b)) +
+                     (uint32_t)(kiln_lane1(a) * kiln_lane1(b)));
 }
 
 static inline int32_t kiln_smlabb(uint32_t a, uint32_t b, int32_t acc)
@@ -247,6 +260,24 @@ static inline int kiln_dw_fast_args_valid(const kiln_context_t *ctx,
     const int32_t in_c = input_dims->c;
     return input_dims->n == output_dims->n && filter_dims->n == 1 && filter_dims->c == in_c &&
            output_dims->c == in_c && ctx->buf != NULL && ctx->size >= scratch;
+}
+
+/*
+ * Int8 channel pairs (the "p8" filters of conv.h). A filter word of the pair of
+ * channels (c, d) holds, at two k, c's weight in bytes 0 and 2 and in bytes 1
+ * and 3 the byte that makes each 16-bit half equal w_c + 256 * w_d (the
+ * compiler stores w_d - [w_c < 0] there). Against a pair of int16 values x:
+ *   SMLAD(word, x)         adds  sum x * w_c + 256 * sum x * w_d   ("raw")
+ *   SMLAD(SXTB16(word), x) adds  sum x * w_c                       ("even")
+ * so one SXTB16 and two SMLAD give four MACs, the same SMLAD count as int16
+ * pairs with half the filter bytes. With both sums started at the same value,
+ * raw - even = 256 * sum x * w_d modulo 2^32, and this gives back d's sum
+ * exactly while |sum x * w_d| < 2^23: the compiler keeps 128 * sum |w_d| below
+ * that (x is int8), and otherwise does not pick these kernels.
+ */
+static inline int32_t kiln_pair_odd(int32_t raw, int32_t even)
+{
+    return (int32_t)((uint32_t)raw - (uint32_t)even) >> 8;
 }
 
 /* Rounds a dot-product depth up to whole groups of four. */

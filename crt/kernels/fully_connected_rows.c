@@ -17,6 +17,13 @@
  * Overflow: |sum (w + filter_offset) * x| <= 128 * sum|w + filter_offset|
  * and the folded bias adds at most |bias| + 128 * that; the compiler checks
  * that these stay below 2^31 (see fully_connected.c).
+ *
+ * kiln_fully_connected_rows8_p8_s8 keeps the filter int8, as row pairs
+ * (conv_dsp.h), and needs no scratch: each group of four input values is
+ * widened in registers (one LDR, two SXTB16) and shared by eight rows, whose
+ * pair words are widened in place after their raw use: per group one LDR and
+ * two SXTB16 of input, then per pair of rows one LDRD, two SXTB16 and four
+ * SMLAD.
  */
 #include "conv_dsp.h"
 
@@ -347,4 +354,170 @@ kiln_status_t kiln_fully_connected_rows8_s8(const kiln_context_t *ctx,
 {
     return fc_rows(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
                    output_dims, output, 8);
+}
+
+/* --- int8 row pairs, no scratch ---------------------------------------------- */
+
+/* The input group at k = 4g .. 4g + 3 as its pairs (k0, k2), (k1, k3); k past
+ * the depth reads as zero (the filter is zero there too). */
+static KILN_ALWAYS_INLINE void p8_input(const int8_t *row, int32_t depth, int32_t g,
+                                        uint32_t *xa, uint32_t *xb)
+{
+    uint32_t v;
+    if (4 * g + 4 <= depth) {
+        v = kiln_load_s8x4(row + 4 * g);
+    } else {
+        int8_t tail[4] = {0, 0, 0, 0};
+        memcpy(tail, row + 4 * g, (size_t)(depth - 4 * g));
+        v = kiln_load_s8x4(tail);
+    }
+    *xa = kiln_sxtb16(v);
+    *xb = kiln_sxtb16_ror8(v);
+}
+
+/* Groups g0 .. g1 - 1 of `pairs` row pairs (w at group g0: per group [A][B]
+ * of each pair); acc[2j] = raw, acc[2j + 1] = even sum of pair j, added to.
+ * Returns w past the groups. */
+static const uint32_t *p8_groups_c(const uint32_t *w, const int8_t *row, int32_t depth,
+                                   int32_t g0, int32_t g1, int32_t pairs, int32_t *acc)
+{
+    for (int32_t g = g0; g < g1; ++g) {
+        uint32_t xa;
+        uint32_t xb;
+        p8_input(row, depth, g, &xa, &xb);
+        for (int32_t j = 0; j < pairs; ++j) {
+            const uint32_t wa = w[0];
+            const uint32_t wb = w[1];
+            w += 2;
+            int32_t raw = kiln_smlad_wrap(wa, xa, acc[2 * j]);
+            int32_t even = kiln_smlad(kiln_sxtb16(wa), xa, acc[2 * j + 1]);
+            raw = kiln_smlad_wrap(wb, xb, raw);
+            even = kiln_smlad(kiln_sxtb16(wb), xb, even);
+            acc[2 * j] = raw;
+            acc[2 * j + 1] = even;
+        }
+    }
+    return w;
+}
+
+#if defined(__ARM_FEATURE_DSP)
+/* One pair of rows at one group: raw accumulator ra, even re; input pairs in
+ * r2, r3, filter words in r12, lr (each widened in place after its raw use). */
+#define P8_PAIR_ASM(ra, re)                                                      \
+    "ldrd r12, lr, [r0], #8\n\t"                                                 \
+    "smlad " ra ", r12, r2, " ra "\n\t"                                          \
+    "sxtb16 r12, r12\n\t"                                                        \
+    "smlad " re ", r12, r2, " re "\n\t"                                          \
+    "smlad " ra ", lr, r3, " ra "\n\t"                                           \
+    "sxtb16 lr, lr\n\t"                                                          \
+    "smlad " re ", lr, r3, " re "\n\t"
+#define P8_GROUP_8ROWS_ASM                                                       \
+    "ldr r3, [r1], #4\n\t"                                                       \
+    "sxtb16 r2, r3\n\t"                                                          \
+    "sxtb16 r3, r3, ror #8\n\t"                                                  \
+    P8_PAIR_ASM("r4", "r5") P8_PAIR_ASM("r6", "r7")                              \
+    P8_PAIR_ASM("r8", "r9") P8_PAIR_ASM("r10", "r11")
+#endif
+
+/* Eight rows (four pairs) over every group: w is the block, acc as
+ * p8_groups_c's. On DSP cores the whole groups, two a trip, are asm on fixed
+ * registers (as dot_8rows: w in r0, the input in r1, its end in r2 and acc in
+ * r3 on entry; accumulators in r4-r11), the rest plain C. */
+static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t depth,
+                                   int32_t groups4, int32_t acc[8])
+{
+    int32_t g = 0;
+#if defined(__ARM_FEATURE_DSP)
+    const int32_t twice = depth / 8;            /* trips of two whole groups */
+    if (twice > 0) {
+        register const uint32_t *w_ __asm__("r0") = w;
+        register const int8_t *x_ __asm__("r1") = row;
+        register const int8_t *end_ __asm__("r2") = row + 8 * twice;
+        register int32_t *acc_ __asm__("r3") = acc;
+        __asm__ volatile("push {r2-r11, lr}\n\t"
+                         "ldm r3, {r4-r11}\n"
+                         "1:\n\t"
+                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
+                         "ldr r2, [sp]\n\t"
+                         "cmp r1, r2\n\t"
+                         "bne 1b\n\t"
+                         "ldr r3, [sp, #4]\n\t"
+                         "stm r3, {r4-r11}\n\t"
+                         "pop {r2-r11, lr}"
+                         : "+r"(w_), "+r"(x_)
+                         : "r"(end_), "r"(acc_)
+                         : "r12", "cc", "memory");  /* reads w and row, updates acc */
+        w = w_;
+        g = 2 * twice;
+    }
+#endif
+    p8_groups_c(w, row, depth, g, groups4, 4, acc);
+}
+
+/* Requantizes pair j's rows u (even) and u + 1 (if < units) from acc. */
+static void p8_store(const int32_t *acc, int32_t j, int32_t u, int32_t units,
+                     const int32_t *bias, const kiln_requant_fast_t *quant, int32_t out_off,
+                     int32_t act_min, int32_t act_max, int8_t *out)
+{
+    const int32_t raw = acc[2 * j];
+    const int32_t even = acc[2 * j + 1];
+    out[u] = kiln_output_fast(even, &quant[u], out_off, act_min, act_max, 0);
+    if (u + 1 < units) {
+        out[u + 1] = kiln_output_fast(bias[u + 1] + kiln_pair_odd(raw, even), &quant[u + 1],
+                                      out_off, act_min, act_max, 0);
+    }
+}
+
+kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_fast_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (params == NULL || quant == NULL || input == NULL || filter == NULL || bias == NULL ||
+        output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
+        !kiln_dims_valid(output_dims) || ((uintptr_t)filter & 3u) != 0) {
+        return KILN_ERR_ARG;
+    }
+    if (params->input_offset < -127 || params->input_offset > 128 || params->filter_offset != 0 ||
+        params->output_offset < -128 || params->output_offset > 127 ||
+        params->activation.min < -128 || params->activation.min > params->activation.max ||
+        params->activation.max > 127) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = filter_dims->c;
+    const int32_t units = filter_dims->n;
+    const int32_t batches = output_dims->n;
+    if (input_dims->c != depth || input_dims->n != batches || output_dims->c != units) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t groups4 = kiln_round_up4(depth) / 4;
+    const int32_t out_off = params->output_offset;
+    const int32_t act_min = params->activation.min;
+    const int32_t act_max = params->activation.max;
+    for (int32_t bt = 0; bt < batches; ++bt) {
+        const int8_t *row = input + (size_t)bt * (size_t)depth;
+        int8_t *out = output + (size_t)bt * (size_t)units;
+        const uint32_t *w = (const uint32_t *)filter;
+        int32_t u = 0;
+        for (; u + 8 <= units; u += 8) {
+            int32_t acc[8];
+            for (int32_t j = 0; j < 4; ++j) {
+                acc[2 * j] = acc[2 * j + 1] = bias[u + 2 * j];
+            }
+            p8_8rows(w, row, depth, groups4, acc);
+            w += 8 * groups4;
+            for (int32_t j = 0; j < 4; ++j) {
+                p8_store(acc, j, u + 2 * j, units, bias, quant, out_off, act_min, act_max, out);
+            }
+        }
+        for (; u < units; u += 2) {     /* the last pairs (a lone row with a zero one) */
+            int32_t acc[2] = {bias[u], bias[u]};
+            w = p8_groups_c(w, row, depth, 0, groups4, 1, acc);
+            p8_store(acc, 0, u, units, bias, quant, out_off, act_min, act_max, out);
+        }
+    }
+    return KILN_OK;
 }

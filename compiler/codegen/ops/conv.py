@@ -215,6 +215,12 @@ def _candidates16(op: str, shape: LayerShape, target: Target) -> list[dict]:
     extension the SIMD ones come first (on QEMU mps2-an386 the SEANet conv takes 0.30x
     the plain kernel's instructions with s16 weights, 0.40x with s8), elsewhere last,
     where their pairs are plain C."""
+    plain = [{"variant": "generic"}]
+    if op == "DEPTHWISE_CONV_2D":
+        # Blocks of four channels summed in int32 registers: at most 256 taps (conv16_dsp.c).
+        ok = shape.depth_multiplier == 1 and shape.filter[1] * shape.filter[2] <= 256
+        simd = [{"variant": "channels", "ch_block": 4}] if ok else []
+        return simd + plain if target.dsp else plain + simd
     if op not in ("CONV_2D", "FULLY_CONNECTED"):
         raise ValueError(f"no 16x8 variants for {op}")
     simd = [{"variant": "dsp", "weights": "s16"}, {"variant": "dsp", "weights": "s8"}]
@@ -225,12 +231,6 @@ def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dic
     options = candidates(op, shape, target)
     if knobs is None:
         return options[0]
-    plain = [{"variant": "generic"}]
-    if op == "DEPTHWISE_CONV_2D":
-        # Blocks of four channels summed in int32 registers: at most 256 taps (conv16_dsp.c).
-        ok = shape.depth_multiplier == 1 and shape.filter[1] * shape.filter[2] <= 256
-        simd = [{"variant": "channels", "ch_block": 4}] if ok else []
-        return simd + plain if target.dsp else plain + simd
     if knobs not in options:
         raise ModelError(f"{op}: knobs {knobs} are not a candidate for this layer on "
                          f"{target.board} (candidates: {options})")
@@ -990,6 +990,16 @@ def pack_quads16(rows: np.ndarray) -> np.ndarray:
     return words.astype(np.uint32).reshape(-1).view(np.int32)
 
 
+def pack_dw16(weights: np.ndarray) -> np.ndarray:
+    """1HWC int8 → the words of kiln_dwconv2d_ch4_s16 (conv.h): C zero-padded to a
+    multiple of 4; per block of four channels, per tap, [(c0, c1)][(c2, c3)]."""
+    taps = weights.reshape(-1, weights.shape[3]).astype(np.int64)
+    padded = np.zeros((taps.shape[0], -(-taps.shape[1] // 4) * 4), dtype=np.int64)
+    padded[:, :taps.shape[1]] = taps
+    blocks = padded.reshape(taps.shape[0], -1, 4).transpose(1, 0, 2)     # (B, taps, 4)
+    return pack_pairs16(blocks.reshape(-1, 4))
+
+
 def _simd16_suffix(knobs: dict) -> str:
     if knobs["variant"] == "generic":
         return ""
@@ -1069,7 +1079,7 @@ def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
         _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+              f"&filter_dims, {filter_name}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
     ]
     macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2]
     summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
@@ -1078,16 +1088,6 @@ def _lower_dwconv2d_s16(ctx: LowerCtx) -> LayerCode:
                f"{_act_name(ctx)}; {_summary16('wide')}")
     return LayerCode(kernel=kernel, body="\n".join(lines), macs=macs, summary=summary,
                      knobs=k, shape=shape)
-def pack_dw16(weights: np.ndarray) -> np.ndarray:
-    """1HWC int8 → the words of kiln_dwconv2d_ch4_s16 (conv.h): C zero-padded to a
-    multiple of 4; per block of four channels, per tap, [(c0, c1)][(c2, c3)]."""
-    taps = weights.reshape(-1, weights.shape[3]).astype(np.int64)
-    padded = np.zeros((taps.shape[0], -(-taps.shape[1] // 4) * 4), dtype=np.int64)
-    padded[:, :taps.shape[1]] = taps
-    blocks = padded.reshape(taps.shape[0], -1, 4).transpose(1, 0, 2)     # (B, taps, 4)
-    return pack_pairs16(blocks.reshape(-1, 4))
-
-
 
 
 def _lower_fully_connected_s16(ctx: LowerCtx) -> LayerCode:
@@ -1142,7 +1142,7 @@ def _lower_transpose_conv_s16(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
         _call(kernel, "&params, &quant", f"&input_dims, {ctx.ptr(x)}",
-              f"&filter_dims, {filter_name}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
+              f"&filter_dims, {ctx.ptr(w)}, {_bias16(ctx, b)}", f"&output_dims, {ctx.ptr(y)}"),
     ]
     macs = int(np.prod(x.shape)) * w.shape[0] * w.shape[1] * w.shape[2]
     summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "

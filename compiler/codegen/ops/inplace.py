@@ -37,6 +37,7 @@ BANDED_KERNELS = {
     "kiln_conv2d_gemm_s8": "kiln_conv2d_gemm_banded_s8",
     "kiln_conv2d_gemm_oc4_s8": "kiln_conv2d_gemm_oc4_banded_s8",
     "kiln_conv2d_gemm_w8_s8": "kiln_conv2d_gemm_w8_banded_s8",
+    "kiln_conv2d_gemm_p8_s8": "kiln_conv2d_gemm_p8_banded_s8",
     "kiln_dwconv2d_s8": "kiln_dwconv2d_banded_s8",
     "kiln_dwconv2d_3x3_s8": "kiln_dwconv2d_3x3_banded_s8",
     "kiln_dwconv2d_ch4_s8": "kiln_dwconv2d_ch4_banded_s8",
@@ -110,7 +111,7 @@ _BAND_ROWS = (1, 2, 4)
 _BAND_PIXELS = (2, 4, 8, 16, 32)
 # Kernels that compute output pixels in pairs: an odd band wastes half a pair.
 _PAIRED_KERNELS = {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8",
-                   "kiln_conv2d_gemm_w8_s8"}
+                   "kiln_conv2d_gemm_w8_s8", "kiln_conv2d_gemm_p8_s8"}
 
 
 def _banded_modes(graph: Graph, op: Op, layer: int, code: LayerCode) -> list[OverlapMode]:
