@@ -321,6 +321,20 @@ def test_standalone_firmware_runs_its_samples_as_successive_calls(tmp_path):
 
 
 @pytest.mark.slow
+def test_standalone_firmware_on_qemu_runs_successive_calls(tmp_path):
+    from conftest import require_tool
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    xs = inputs(4, seed=8)
+    project = _project(tmp_path, "standalone", board="mps2-an386", samples=np.concatenate(xs))
+    result = project.run()
+    want = tflm_sequence(accumulator(init=INIT), xs)
+    for i, (g, w) in enumerate(zip([outs[0] for outs in result.samples], want)):
+        assert_equal_exact(np.asarray(g).reshape(w.shape), w, f"QEMU sample {i}")
+
+
+@pytest.mark.slow
 def test_rpc_on_qemu_carries_state_and_resets_it(tmp_path):
     from conftest import require_tool
 
