@@ -118,6 +118,7 @@ class LayerShape:
     dilation: tuple[int, int] = (1, 1)
     depth_multiplier: int = 1
     requant_fast: bool = True               # every live channel's shift <= -2 (conv.h)
+    pairs8: bool = True                     # the filter packs as int8 pairs (pairs8_ok)
     # Not in the variant choice, but in the timing (a tuner's workload key):
     stride: tuple[int, int] = (1, 1)
     clamped: bool = False                   # activation range narrower than int8's
@@ -139,6 +140,9 @@ def _round_up4(n: int) -> int:
 # rows by row_block. Within an op they share their signature and scratch.
 _GEMM_KERNELS = {(4, "s16"): "kiln_conv2d_gemm_oc4_s8", (2, "s16"): "kiln_conv2d_gemm_s8",
                  (2, "s8"): "kiln_conv2d_gemm_w8_s8"}
+# Int8 channel/row pairs (conv_dsp.h): the default where the filter allows it.
+_GEMM_P8 = {"variant": "gemm", "oc_block": 4, "px_block": 2, "weights": "p8"}
+_FC_P8 = {"variant": "rows", "row_block": 8, "weights": "p8"}
 _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected_rows_s8",
                     2: "kiln_fully_connected_rows2_s8"}
 # DEPTHWISE_CONV_2D by (variant, ch_block); all take a folded bias and C bytes of scratch.
@@ -173,6 +177,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     if op == "CONV_2D":
         groups = shape.input[3] // fc
         if shape.requant_fast and groups == 1:
+            if shape.pairs8:
+                blocked.append(dict(_GEMM_P8))
             blocked += [{"variant": "gemm", "oc_block": oc, "px_block": 2, "weights": w}
                         for oc, w in _GEMM_KERNELS]
         if kh == kw == 1 and groups == 1 and shape.padding == (0, 0):
@@ -197,6 +203,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                         for oc, w in _DW_GEMM_KNOBS]
     elif op == "FULLY_CONNECTED":
         if shape.requant_fast:
+            if shape.pairs8:
+                blocked.append(dict(_FC_P8))
             blocked += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
     else:
         raise ValueError(f"no variants for {op}")
@@ -244,7 +252,9 @@ def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None)
     _, kh, kw, fc = shape.filter
     if k["variant"] == "gemm":
         row4 = _round_up4(kw * fc)            # a kernel row, padded to whole words
-        return Variant(_GEMM_KERNELS[k["oc_block"], k["weights"]], k, 4 * kh * row4 + row4)
+        kernel = ("kiln_conv2d_gemm_p8_s8" if k["weights"] == "p8"
+                  else _GEMM_KERNELS[k["oc_block"], k["weights"]])
+        return Variant(kernel, k, 4 * kh * row4 + row4)
     if k["variant"] == "1x1":
         return Variant("kiln_conv2d_1x1_s8", k, 0)
     return Variant("kiln_conv2d_s8", k, kh * kw * fc)
@@ -269,6 +279,8 @@ def fully_connected_variant(shape: LayerShape, target: Target,
     """(kernel, knobs, scratch bytes) of a FULLY_CONNECTED; C twin of the size:
     kiln_fully_connected_rows[2|8]_s8_get_buffer_size."""
     k = _pick("FULLY_CONNECTED", shape, target, knobs)
+    if k.get("weights") == "p8":        # widens its input in registers: no scratch
+        return Variant("kiln_fully_connected_rows8_p8_s8", k, 0)
     if k["variant"] == "rows":
         return Variant(_FC_ROWS_KERNELS[k["row_block"]], k, 2 * _round_up4(shape.filter[3]))
     return Variant("kiln_fully_connected_s8", k, 0)
@@ -351,6 +363,48 @@ def _blocked(words: np.ndarray, block: int, pair_major: bool) -> np.ndarray:
     return np.concatenate(parts).view(np.int32) if parts else np.zeros(0, np.int32)
 
 
+def _even_rows(rows: np.ndarray) -> np.ndarray:
+    """(R, K) → (R rounded up to even, K): a zero row pairs a lone last one."""
+    if rows.shape[0] % 2 == 0:
+        return rows
+    return np.concatenate([rows, np.zeros((1, rows.shape[1]), dtype=rows.dtype)])
+
+
+def pairs8_ok(rows: np.ndarray) -> bool:
+    """Whether (R, K) int8 filter rows pack as int8 pairs (conv_dsp.h, conv.h's
+    kiln_conv2d_gemm_p8_s8): every second row d of a pair (c, d) has w_d - [w_c < 0] >= -128
+    and 128 * sum |w_d| < 2^23, so its sum comes back exactly from raw - even."""
+    r = _even_rows(rows.astype(np.int64))
+    c, d = r[0::2], r[1::2]
+    if r.size and (int(r.min()) < -128 or int(r.max()) > 127):
+        return False
+    return bool(((d - (c < 0)) >= -128).all() and
+                (128 * np.abs(d).sum(axis=1) < (1 << 23)).all())
+
+
+def _pair8_words(rows: np.ndarray) -> np.ndarray:
+    """(R, K) int8 values → (ceil(R / 2), G, 2) uint32: per pair of rows (c, d) and
+    group of four k, A = [c k0][h k0][c k2][h k2] and B the same for k1, k3 (low byte
+    first), h = w_d - [w_c < 0], so each 16-bit half is w_c + 256 * w_d."""
+    g = _padded(_even_rows(rows.astype(np.int64)))      # (R', G, 4)
+    c, d = g[0::2], g[1::2]
+    lo = c & 0xFF
+    hi = (d - (c < 0)) & 0xFF
+    a = lo[..., 0] | (hi[..., 0] << 8) | (lo[..., 2] << 16) | (hi[..., 2] << 24)
+    b = lo[..., 1] | (hi[..., 1] << 8) | (lo[..., 3] << 16) | (hi[..., 3] << 24)
+    return np.stack([a, b], axis=-1).astype(np.uint32)
+
+
+def pack_fc_filter_p8(weights: np.ndarray) -> np.ndarray:
+    """[units, depth] int8 → kiln_fully_connected_rows8_p8_s8's words: blocks of four
+    row pairs interleaved per group, then each last pair on its own."""
+    words = _pair8_words(weights)
+    whole = weights.shape[0] // 8 * 4       # pairs in whole blocks of eight rows
+    parts = [words[:whole].reshape(-1, 4, words.shape[1], 2).transpose(0, 2, 1, 3).reshape(-1),
+             words[whole:].reshape(-1)]
+    return np.concatenate(parts).view(np.int32)
+
+
 def pack_conv2d_filter(weights: np.ndarray, oc_block: int = 2, kind: str = "s16") -> np.ndarray:
     """OHWI int8 → the packed int32 words of the gemm kernel with these knobs (each
     kernel row of KW * C values zero-padded to whole words): int16 pairs ("s16") or int8
@@ -358,6 +412,11 @@ def pack_conv2d_filter(weights: np.ndarray, oc_block: int = 2, kind: str = "s16"
     o, kh, kw, c = weights.shape
     rows = np.zeros((o, kh, _round_up4(kw * c)), dtype=np.int64)
     rows[:, :, :kw * c] = weights.reshape(o, kh, kw * c)
+    if kind == "p8":            # blocks of two pairs (four channels), then a last pair
+        words = _pair8_words(rows.reshape(o, -1))
+        whole = o // 4 * 2
+        return np.concatenate([_blocked(words[:whole], 2, True),
+                               _blocked(words[whole:], 1, True)])
     words = (_pair_words if kind == "s16" else _byte_words)(rows.reshape(o, -1))
     return _blocked(words, oc_block, True)
 
@@ -548,11 +607,13 @@ def _conv2d_check(ctx: LowerCtx) -> str | None:
 
 
 def _conv_shape(x: Tensor, w: Tensor, y: Tensor, g: ConvGeometry, fast: bool,
-                act: tuple[int, int], depth_multiplier: int = 1) -> LayerShape:
+                act: tuple[int, int], depth_multiplier: int = 1,
+                pairs8: bool = True) -> LayerShape:
     return LayerShape(input=tuple(x.shape), filter=tuple(w.shape),  # type: ignore[arg-type]
                       output=tuple(y.shape), padding=g.padding,  # type: ignore[arg-type]
                       dilation=g.dilation, depth_multiplier=depth_multiplier,
-                      requant_fast=fast, stride=g.stride, clamped=act != (-128, 127))
+                      requant_fast=fast, pairs8=pairs8, stride=g.stride,
+                      clamped=act != (-128, 127))
 
 
 def _knobs_c(v: Variant) -> str:
@@ -574,7 +635,8 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     weights = w.data.astype(np.int64).reshape(out_c, -1)
     folded = _bias_values(b, out_c) + input_offset * weights.sum(axis=1)
     abs_sums = np.abs(weights).sum(axis=1)
-    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act)
+    shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act,
+                        pairs8=pairs8_ok(weights))
     v = conv2d_variant(shape, ctx.target, ctx.knobs)
     kernel, scratch = v.kernel, v.scratch
     gemm = v.knobs["variant"] == "gemm"
@@ -583,9 +645,9 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
         quant = _requant_fast_c(ctx, table)
         kind = v.knobs["weights"]
         packed = pack_conv2d_filter(w.data, v.knobs["oc_block"], kind)
+        how = {"s16": "int16 pairs", "s8": "int8", "p8": "int8 channel pairs"}[kind]
         filter_name = ctx.const("filter", packed, "int32_t",
-                                f"{w.name} packed as {'int16 pairs' if kind == 's16' else 'int8'}"
-                                f" for {kernel} (conv.h)")
+                                f"{w.name} packed as {how} for {kernel} (conv.h)")
     else:
         quant = _quant_c(ctx, mult, shift)
         filter_name = ctx.ptr(w)
@@ -813,6 +875,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     shape = LayerShape(input=(s.batches, 1, 1, s.depth), filter=(s.units, 1, 1, s.depth),
                        output=(s.batches, 1, 1, s.units),
                        requant_fast=_live_shifts_fast(shift, abs_sums),
+                       pairs8=w_off == 0 and pairs8_ok(weights),
                        clamped=act != (-128, 127))
     v = fully_connected_variant(shape, ctx.target, ctx.knobs)
     kernel = v.kernel
@@ -820,9 +883,13 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     if rows:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
         quant = _requant_fast_c(ctx, table)
-        packed = pack_fc_filter(w.data, w_off, v.knobs["row_block"])
-        filter_name = ctx.const("filter", packed, "int32_t",
-                                f"{w.name} + filter_offset packed as int16 pairs for {kernel} "
+        if v.knobs.get("weights") == "p8":
+            packed = pack_fc_filter_p8(w.data)
+            how = "as int8 row pairs"
+        else:
+            packed = pack_fc_filter(w.data, w_off, v.knobs["row_block"])
+            how = "+ filter_offset packed as int16 pairs"
+        filter_name = ctx.const("filter", packed, "int32_t", f"{w.name} {how} for {kernel} "
                                 "(conv.h)")
         param_w_off = 0         # in the packed filter
     else:
