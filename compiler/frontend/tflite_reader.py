@@ -1,4 +1,5 @@
-"""Read a .tflite flatbuffer into kiln's Graph IR (subgraph 0).
+"""Read a .tflite flatbuffer into kiln's Graph IR (subgraph 0, and the init subgraphs its
+CALL_ONCE ops run: resources.py turns tf.Variables into variable tensors).
 
 Everything read from the file is bounds-checked before use: a malformed, truncated or
 hostile file raises ModelError, never another exception, a huge allocation or a hang.
