@@ -4,6 +4,7 @@
 
 #include "kiln_types.h"
 #include "conv.h"
+#include "kernels_mve.h"
 #include "pool.h"
 #include "elementwise.h"
 #include "activation.h"

@@ -1,0 +1,130 @@
+/*
+ * conv_mve.h - primitives of the MVE kernels (conv_mve.c, dwconv_mve.c,
+ * fully_connected_mve.c). Private: not included by kiln_kernels.h, and only
+ * meaningful where __ARM_FEATURE_MVE has its integer bit (KILN_MVE below).
+ */
+#ifndef KILN_CONV_MVE_H
+#define KILN_CONV_MVE_H
+
+#include "kernels_mve.h"
+#include "conv_internal.h"
+
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1)
+#define KILN_MVE 1
+#include <arm_mve.h>
+
+#if defined(__GNUC__)
+#define KILN_MVE_INLINE static inline __attribute__((always_inline))
+#else
+#define KILN_MVE_INLINE static inline
+#endif
+
+/*
+ * TFLite's MultiplyByQuantizedMultiplier (kiln_requantize) on four lanes:
+ *
+ *   1. x << left_shift, wrapping like TFLite's int32 multiply (VSHL);
+ *   2. gemmlowp's SaturatingRoundingDoublingHighMul: (2 x m + 2^31) >> 32,
+ *      saturating only INT32_MIN * INT32_MIN. gemmlowp adds 2^30 to x m >= 0
+ *      and 1 - 2^30 below zero, then truncates toward zero: both are
+ *      floor((x m + 2^30) / 2^31), which VQRDMULH computes (ties up);
+ *   3. RoundingDivideByPOT: round half away from zero, where VRSHL rounds
+ *      half up. Lanes with a right shift and a negative x first move down by
+ *      one (saturating, so INT32_MIN stays, and its quotient is exact):
+ *      then a tie -k - 1/2 becomes just below it and rounds to -k - 1, and
+ *      no other value crosses a rounding boundary (x is an integer, the
+ *      boundaries are at odd multiples of 2^(n-1)). The sign test is
+ *      x & neg_right_shift: a right shift n > 0 is stored as -n, whose sign
+ *      bit is set; n = 0 leaves x alone.
+ * tests/test_ops_mve.py checks it against kiln_requantize on QEMU over
+ * random and edge values, ties included, for every shift in [-31, 30].
+ */
+KILN_MVE_INLINE int32x4_t kiln_mve_requantize(int32x4_t x, int32x4_t multiplier,
+                                              int32x4_t left_shift, int32x4_t neg_right_shift)
+{
+    x = vqrdmulhq_s32(vshlq_s32(x, left_shift), multiplier);
+    const int32x4_t fixup = vshrq_n_s32(vandq_s32(x, neg_right_shift), 31);
+    return vrshlq_s32(vqaddq_s32(x, fixup), neg_right_shift);
+}
+
+/* bias + acc -> requantize -> + output_offset -> clamp, four lanes of one
+ * kiln_mve_quant4_t. */
+KILN_MVE_INLINE int32x4_t kiln_mve_output4(int32x4_t acc, const kiln_mve_quant4_t *q,
+                                           int32_t output_offset, int32_t act_min,
+                                           int32_t act_max)
+{
+    acc = vaddq_s32(acc, vldrwq_s32(q->bias));
+    int32x4_t v = kiln_mve_requantize(acc, vldrwq_s32(q->multiplier),
+                                      vldrwq_s32(q->left_shift),
+                                      vldrwq_s32(q->neg_right_shift));
+    v = vaddq_n_s32(v, output_offset);
+    return vminq_s32(vmaxq_s32(v, vdupq_n_s32(act_min)), vdupq_n_s32(act_max));
+}
+
+/*
+ * One row of k int8 values times a block of four packed filter rows (the
+ * layout of kiln_conv2d_mve_s8: per group of 16 k, 16 bytes of each row,
+ * zeros past k): the four dot products as lanes 0-3. The row is read only up
+ * to k (the last group is a predicated load, its other lanes zero), so it
+ * may end at the end of its buffer.
+ * Overflow: each dot product is bounded by the caller's proof (conv.h); the
+ * partial sums are those of the plain kernels in another order, and VMLADAVA
+ * wraps modulo 2^32 like them, so the result is the exact one.
+ */
+KILN_MVE_INLINE int32x4_t kiln_mve_dot4(const int8_t *row, int32_t k, const int8_t *w)
+{
+    int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (; k >= 16; k -= 16) {
+        const int8x16_t x = vldrbq_s8(row);
+        row += 16;
+        a0 = vmladavaq_s8(a0, x, vldrbq_s8(w));
+        a1 = vmladavaq_s8(a1, x, vldrbq_s8(w + 16));
+        a2 = vmladavaq_s8(a2, x, vldrbq_s8(w + 32));
+        a3 = vmladavaq_s8(a3, x, vldrbq_s8(w + 48));
+        w += 64;
+    }
+    if (k > 0) {
+        const int8x16_t x = vldrbq_z_s8(row, vctp8q((uint32_t)k));
+        a0 = vmladavaq_s8(a0, x, vldrbq_s8(w));
+        a1 = vmladavaq_s8(a1, x, vldrbq_s8(w + 16));
+        a2 = vmladavaq_s8(a2, x, vldrbq_s8(w + 32));
+        a3 = vmladavaq_s8(a3, x, vldrbq_s8(w + 48));
+    }
+    int32x4_t acc = vdupq_n_s32(a0);
+    acc = vsetq_lane_s32(a1, acc, 1);
+    acc = vsetq_lane_s32(a2, acc, 2);
+    return vsetq_lane_s32(a3, acc, 3);
+}
+
+/* The sum of a row of k int8 values (FULLY_CONNECTED's filter_offset term);
+ * |sum| <= 128 k fits int32 for every k the compiler allows. */
+KILN_MVE_INLINE int32_t kiln_mve_sum(const int8_t *row, int32_t k)
+{
+    int32_t s = 0;
+    for (; k >= 16; k -= 16, row += 16) {
+        s = vaddvaq_s8(s, vldrbq_s8(row));
+    }
+    if (k > 0) {
+        s = vaddvaq_s8(s, vldrbq_z_s8(row, vctp8q((uint32_t)k)));
+    }
+    return s;
+}
+
+/* dst[0, n) = src[0, n) and dst[0, n) = value, 16 bytes an iteration. */
+KILN_MVE_INLINE void kiln_mve_copy(int8_t *dst, const int8_t *src, int32_t n)
+{
+    for (; n > 0; n -= 16, src += 16, dst += 16) {
+        const mve_pred16_t p = vctp8q((uint32_t)n);
+        vstrbq_p_s8(dst, vldrbq_z_s8(src, p), p);
+    }
+}
+
+KILN_MVE_INLINE void kiln_mve_fill(int8_t *dst, int8x16_t value, int32_t n)
+{
+    for (; n > 0; n -= 16, dst += 16) {
+        vstrbq_p_s8(dst, value, vctp8q((uint32_t)n));
+    }
+}
+
+#endif /* MVE */
+
+#endif /* KILN_CONV_MVE_H */
