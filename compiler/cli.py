@@ -191,7 +191,8 @@ def _warn_if_too_large(art, board) -> None:
 # Ops that never become a kernel call: views of their input (alias_reshapes) and shape
 # arithmetic on constants (fold_constants).
 _GRAPH_LEVEL_OPS = {"RESHAPE": "view", "SQUEEZE": "view", "EXPAND_DIMS": "view",
-                    "SHAPE": "folded when constant", "CAST": "folded when constant"}
+                    "SHAPE": "folded when constant", "CAST": "folded when constant",
+                    "VAR_HANDLE": "model state (a variable tensor)"}
 
 
 def cmd_ops(args) -> int:
