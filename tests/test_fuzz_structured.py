@@ -34,7 +34,7 @@ def test_generator_is_deterministic_and_covers_every_op():
     # Lowered only from a tf.Variable's resource ops (VAR_HANDLE handles, CALL_ONCE's init
     # subgraph: compiler/frontend/resources.py), which a one-subgraph model cannot hold;
     # tests/test_state.py builds them and the frontend checks them.
-    seen |= {"READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
+    seen |= {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
     assert listed <= seen, f"ops the generator never draws: {sorted(listed - seen)}"
 
 
