@@ -529,6 +529,19 @@ kiln_status_t kiln_fully_connected_dsp_w8_b32_s16(const kiln_fc_params_t *params
                                                   const kiln_dims_t *output_dims,
                                                   int16_t *output);
 
+/* DEPTHWISE_CONV_2D 16x8, depth multiplier 1, at most 256 taps, in blocks of
+ * four channels (the last C % 4 one by one), SMLABB / SMLATT on int16 pairs.
+ *   filter  packed from 1HWC, C zero-padded to a multiple of 4: per block of
+ *           four channels, per tap (row-major), the int16 pairs
+ *           [(c0, c1)][(c2, c3)]: 2 * KH * KW words per block; 4-byte aligned
+ * Other arguments as kiln_dwconv2d_s16. No scratch. */
+kiln_status_t kiln_dwconv2d_ch4_s16(const kiln_dwconv_params_t *params,
+                                    const kiln_per_channel_requant_t *quant,
+                                    const kiln_dims_t *input_dims, const int16_t *input,
+                                    const kiln_dims_t *filter_dims, const int32_t *filter,
+                                    const int64_t *bias,
+                                    const kiln_dims_t *output_dims, int16_t *output);
+
 /* TRANSPOSE_CONV 16x8 (wide), a gather per output pixel as
  * kiln_transpose_conv_s8; bias int64 or NULL; dilation 1x1. No scratch. */
 kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,
@@ -543,16 +556,3 @@ kiln_status_t kiln_transpose_conv_s16(const kiln_conv_params_t *params,
 #endif
 
 #endif /* KILN_CONV_H */
-/* DEPTHWISE_CONV_2D 16x8, depth multiplier 1, at most 256 taps, in blocks of
- * four channels (the last C % 4 one by one), SMLABB / SMLATT on int16 pairs.
- *   filter  packed from 1HWC, C zero-padded to a multiple of 4: per block of
- *           four channels, per tap (row-major), the int16 pairs
- *           [(c0, c1)][(c2, c3)]: 2 * KH * KW words per block; 4-byte aligned
- * Other arguments as kiln_dwconv2d_s16. No scratch. */
-kiln_status_t kiln_dwconv2d_ch4_s16(const kiln_dwconv_params_t *params,
-                                    const kiln_per_channel_requant_t *quant,
-                                    const kiln_dims_t *input_dims, const int16_t *input,
-                                    const kiln_dims_t *filter_dims, const int32_t *filter,
-                                    const int64_t *bias,
-                                    const kiln_dims_t *output_dims, int16_t *output);
-
