@@ -1,9 +1,11 @@
 /*
- * conv16_dsp.c - SIMD variants of the 16x8 CONV_2D and FULLY_CONNECTED
- * (conv.h). int16 activations come in pairs already: one SMLAD (conv_dsp.h;
- * plain C on cores without the DSP extension) multiplies two of them by two
- * weights the compiler packed as int16 pairs, so the inner loop is one word
- * load of input per two channels' two MACs each.
+ * conv16_dsp.c - SIMD variants of the 16x8 CONV_2D, FULLY_CONNECTED and
+ * DEPTHWISE_CONV_2D (conv.h). int16 activations come in pairs already: one
+ * SMLAD (conv_dsp.h; plain C on cores without the DSP extension) multiplies
+ * two of them by two weights the compiler packed as int16 pairs, so the conv
+ * inner loop is one word load of input per four channels' two MACs each; the
+ * depthwise kernel multiplies lane by lane (SMLABB / SMLATT), four channels
+ * per two input words.
  *
  * The _w8 variants keep the weights int8 (the plain kernels' flash) and widen
  * them with SXTB16 at run time: the compiler stores each group of four
