@@ -135,6 +135,11 @@ CASES_16X8 = [
     dict(batches=3, steps=5, depth=7, units=4, time_major=True),
     dict(batches=2, steps=3, depth=9, units=8, cell_power=-14, cell_clip=0.3),
     dict(batches=1, steps=6, depth=16, units=3, cell_power=-10, weight_scale=0.05),
+    # Scales whose input-gate FC multiplier rounds differently from a float32 product of
+    # the scales than from the double one TFLM takes (found by benchmarks/lstm_fuzz.py).
+    dict(batches=3, steps=9, depth=19, units=29, time_major=True, cell_clip=0.5,
+         cell_power=-9, weight_scale=0.04739573839469371, input_q=(0.007689913975325479, 0),
+         hidden_q=(0.0051969465164725176, 0), seed=12),
 ]
 
 
@@ -143,7 +148,9 @@ CASES_16X8 = [
 def test_lstm_16x8_matches_tflm(case):
     """int16 activations, int8 weights, int64 biases (TFLM's EvalLstm<int16, int8, int16,
     int64>): int64 accumulators and TFLM's int64 requantization."""
-    check_lstm(lstm_model(np.random.default_rng(2), activations="int16", **case))
+    case = dict(case)
+    seed = case.pop("seed", 2)
+    check_lstm(lstm_model(np.random.default_rng(seed), activations="int16", **case))
 
 
 def test_mnist_lstm_model_matches_tflm(models_dir):
@@ -413,3 +420,30 @@ def test_lstm_bad_scales_refused(which, scale):
     g.tensor(g.ops[0].inputs[which]).quant.scale = np.array([scale], np.float32)
     with pytest.raises(ModelError, match="must be finite and > 0"):
         kiln_compile(g, board="host")
+
+
+def test_fc_multiplier_is_tflms_double_product():
+    """The gate FCs take TFLM's FC multiplier, whose scale product is double, not float32:
+    a one-weight FULLY_CONNECTED in TFLM whose bias lands where the two round apart
+    follows the double one (the LSTM's int8 gates are FCs of the same Prepare)."""
+    from kiln.compiler.codegen.ops.lstm import _fc_multiplier
+    from kiln.compiler.numerics import quantize_multiplier, requantize
+    from reference import run_reference
+    from tflite_builder import single_op_model
+
+    sx, sw, sy = 0.08884836733341217, 0.0020503662526607513, 0.26504915952682495
+    m32, s32 = quantize_multiplier(float(np.float32(sx) * np.float32(sw)) / sy)
+    m64, s64 = quantize_multiplier(sx * sw / sy)
+    assert (m32, s32) != (m64, s64)
+    b = np.arange(-100_000, 100_000, dtype=np.int64)
+    r32, r64 = requantize(b, m32, s32), requantize(b, m64, s64)
+    hits = np.nonzero((r32 != r64) & (np.abs(r64) < 120))[0]
+    assert hits.size, "no bias separates the two multipliers"
+    bias = int(b[hits[0]])
+    model = single_op_model("FULLY_CONNECTED", [
+        TensorSpec((1, 1), "int8", scale=sx, zero_point=0),
+        TensorSpec((1, 1), "int8", scale=sw, zero_point=0, data=np.ones((1, 1), np.int8)),
+        TensorSpec((1,), "int32", scale=float(np.float32(sx) * np.float32(sw)), zero_point=0,
+                   data=np.array([bias]))], [TensorSpec((1, 1), "int8", scale=sy, zero_point=0)])
+    assert int(run_reference(model, np.zeros((1, 1), np.int8))[0][0, 0]) == int(r64[hits[0]])
+    assert _fc_multiplier(sx, sw) == quantize_multiplier(sx * sw / 2.0 ** -12)

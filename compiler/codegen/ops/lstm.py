@@ -8,8 +8,8 @@ is derived here as its Prepare (lstm_eval_common.cc) derives it:
 
 - each gate's two FCs (input → gate, hidden → gate) requantize their int32 accumulator
   (int8) or int64 one (int16, TFLM's int64 MultiplyByQuantizedMultiplier) to int16
-  Q3.12 (scale 2^-12) with TFLM's FC multiplier: float32(input_scale × weight_scale),
-  then divided by 2^-12 in double; only the input FC has a bias;
+  Q3.12 (scale 2^-12) with TFLM's FC multiplier: input_scale × weight_scale / 2^-12 in
+  double; only the input FC has a bias;
 - the products: forget × cell → cell at 2^-15 · s_cell / s_cell, input × cell gate →
   cell at 2^-30 / s_cell, tanh(cell) × output → hidden at 2^-30 / s_hidden (double);
 - tanh(cell) scales its input by the cell scale's power of two p = round(log2 s_cell)
@@ -182,8 +182,11 @@ def _sizes(ctx: LowerCtx) -> tuple[int, int, int]:
 
 
 def _fc_multiplier(in_scale: float, w_scale: float) -> tuple[int, int]:
-    """TFLM's GetQuantizedConvolutionMultipler onto Q3.12: the scale product in float32."""
-    return quantize_multiplier(float(np.float32(in_scale) * np.float32(w_scale)) / _Q3_12)
+    """A gate FC's multiplier onto Q3.12: input_scale × weight_scale / 2^-12 with the
+    product in double, as tflite-micro's CalculateOpDataFullyConnected derives it (measured:
+    on scales where a float32 product rounds the multiplier differently, TFLM's FC and LSTM
+    outputs follow the double one, int8 and int16 alike)."""
+    return quantize_multiplier(float(np.float32(in_scale)) * float(np.float32(w_scale)) / _Q3_12)
 
 
 def _multipliers(ctx: LowerCtx) -> dict[str, tuple[int, int]]:
