@@ -1,4 +1,5 @@
-"""Post-training quantization: float or hybrid graph → int8 graph, in numpy.
+"""Post-training quantization: float or hybrid graph → int8 graph (or 16x8: int16
+activations, int8 weights, with activations="int16"; int16.py), in numpy.
 
     from kiln.compiler import load, quantize
     q = quantize(load("model_float.tflite"), calibration=x_calib)   # x_calib: (N, *input_shape)

@@ -45,7 +45,8 @@ def add_quantize_options(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "quantize", help="quantize a float or hybrid .tflite to int8 with calibration data",
+        "quantize", help="quantize a float or hybrid .tflite to int8 (or 16x8) with "
+                         "calibration data",
         description="Post-training int8 quantization (TFLite's scheme) of a float or hybrid "
                     "model, calibrated on your data, written as a .tflite.")
     p.add_argument("model", help="a float or hybrid (int8 weights, float activations) .tflite, "
