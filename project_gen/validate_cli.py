@@ -68,6 +68,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="also compare every layer's output on the first N samples (default 1)")
     p.add_argument("--json", metavar="F", help="write the whole report as JSON")
     add_port_arguments(p)
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run on a worker of a Ray farm (auto, HOST:PORT): QEMU on a node, or "
+                        "a board `kiln farm serve` offers (docs/farm.md)")
     add_quantize_options(p)
     p.set_defaults(handler=cmd_validate)
 
@@ -192,12 +195,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
                          f"(sha256 differ)")
     data = _inputs(args, project.input_specs)
     port = getattr(args, "port", None)
-    unit = cycles_unit(project, port)
     where = f"{project.board.name}{' at ' + port if port else ''}"
+    farm = None
+    if args.ray is not None:            # a worker of the farm instead of a local target
+        from kiln.compiler.tune.farm import farm_session
+
+        if port or args.flash or args.flash_command:
+            raise InputError("with --ray, boards are served by `kiln farm serve` on their "
+                             "hosts: drop --port/--flash*")
+        farm = farm_session(args.ray, project, args.timeout or 60.0)
+        port, where = farm.port, f"{project.board.name} ({farm.where})"
+    unit = cycles_unit(project, port)
     print(f"validating {terminal(host.graph.name)} on {where}: {len(data.samples)} sample(s) "
           f"against the host build and the float model ({reference.kind})")
     progress = Progress("samples", len(data.samples))
-    with connect(project, args) as session:
+    with farm or connect(project, args) as session:
         hz = session.device.tick_hz
         report = validate(Target(session, project.manifest), host, reference, data,
                           per_layer=args.per_layer,

@@ -234,6 +234,13 @@ def test_a_farm_run_chooses_what_a_local_run_chooses(head, kws_local, tmp_path):
                   "--ray", head, "-o", str(out))
     assert again.returncode == 0 and "measured 0 candidates" in again.stdout
     assert len(_records(out)) == len(farm)
+    # kiln validate --ray: the same farm runs the model, layer by layer too, on a worker.
+    done = subprocess.run([KILN, "validate", str(DIGITS), "--board", BOARD, "--samples", "2",
+                           "--per-layer", "1", "--ray", head], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"on {BOARD} (qemu on " in done.stdout
+    assert "the target matches the host reference on every sample" in done.stdout
 
 
 def _workers_measuring() -> list[int]:

@@ -23,6 +23,10 @@ restarted by Ray and used again once it answers). A served board whose link fail
 marked down for the run and reported. Ctrl-C kills this run's QEMU actors (their QEMU
 dies with them: prctl PDEATHSIG) and leaves the records file as every append left it.
 
+`kiln validate --ray` (FarmSession) uses one worker the same way: the host-driven
+firmware is built here and shipped, and each Session call validate makes is a call on
+the worker that holds the firmware's session.
+
 Ray is an optional extra (`pip install 'kiln[farm]'`), imported only here and only
 when --ray is given.
 """
@@ -171,6 +175,41 @@ class FarmWorker:
         except KilnError as e:
             self.last_error = str(e)
             raise
+
+    # -- a session on a firmware, for kiln validate --ray (FarmSession drives it) ----------
+
+    def session_open(self, fw: FarmFirmware, inputs, outputs, timeout: float) -> dict:
+        """Flash or boot `fw` and keep a Session with it open (one at a time)."""
+        from kiln.project_gen.rpc_client import RpcOptions
+        from kiln.project_gen.session import ExpectedFirmware, Session
+
+        self.session_close()
+        self._tmp = tempfile.mkdtemp(prefix="kiln-farm-")
+        build = Path(self._tmp) / "build"
+        build.mkdir()
+        for kind, data in fw.files.items():
+            (build / f"firmware.{kind}").write_bytes(data)
+        self._session = Session(self._open(build, fw.board), inputs=inputs, outputs=outputs,
+                                expected=ExpectedFirmware(build_id=fw.build_id,
+                                                          board=fw.board.name),
+                                options=RpcOptions(command_timeout=timeout))
+        return self._session.device
+
+    def session_call(self, name: str, *args):
+        """One call of the open Session's public methods; run() also returns its ticks."""
+        if name.startswith("_") or name in ("close", "connect") or not callable(
+                getattr(self._session, name, None)):
+            raise ValueError(f"not a session call: {name}")
+        result = getattr(self._session, name)(*args)
+        return (result, self._session.last_run_ticks) if name == "run" else result
+
+    def session_close(self) -> None:
+        session, self._session = getattr(self, "_session", None), None
+        if session is not None:
+            session.close()
+        tmp, self._tmp = getattr(self, "_tmp", None), None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _open(self, build: Path, board):
         from kiln.project_gen.flash import firmware_files, flash_firmware, run_flash_command
@@ -403,18 +442,80 @@ class Farm:
         self._ray.shutdown()
 
 
+class FarmSession:
+    """A Session on a farm worker (a QEMU worker, or a served board) for `kiln validate`:
+    `device` is the worker's DeviceInfo, and every public Session method is a call on the
+    worker. `port`: the served board's label (its figures are cycles), None on QEMU."""
+
+    def __init__(self, farm: Farm, project, timeout: float) -> None:
+        self.farm, self.slot = farm, farm.slots[0]
+        self.port = None if self.slot.worker == "qemu" else self.slot.worker
+        self.where = f"{self.slot.worker} on {self.slot.node}"
+        self.last_run_ticks: int | None = None
+        fw = _shipped(project, None)
+        self.device = self._get(self.slot.actor.session_open.remote(
+            fw, project.input_specs, project.output_specs, timeout))
+
+    def _get(self, ref):
+        lost, task_error = _ray_errors(self.farm._ray)
+        try:
+            return self.farm._ray.get(ref)
+        except task_error as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, KilnError):
+                raise cause from None
+            raise TransportError(f"{self.where} failed: {_first_line(e)}") from None
+        except lost as e:
+            raise TransportError(f"{self.where} was lost: {_first_line(e)}") from None
+
+    def _call(self, name: str, *args):
+        return self._get(self.slot.actor.session_call.remote(name, *args))
+
+    def run(self, sample):
+        outputs, self.last_run_ticks = self._call("run", sample)
+        return outputs
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args: self._call(name, *args)
+
+    def __enter__(self) -> "FarmSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.farm._ray.get(self.slot.actor.session_close.remote(), timeout=60)
+        except Exception:                       # noqa: BLE001 - the worker may be gone
+            pass
+        self.farm.close()
+
+
+def farm_session(address: str, project, timeout: float) -> FarmSession:
+    """kiln validate --ray: `project` (a built host-driven project) on one worker of the
+    farm at `address` for its board."""
+    farm = Farm.start(address, project.board, workers=1)
+    try:
+        return FarmSession(farm, project, timeout)
+    except BaseException:
+        farm.close()
+        raise
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
-def _shipped(project, batch: Batch) -> FarmFirmware:
+def _shipped(project, batch: Batch | None) -> FarmFirmware:
+    """A built project's firmware as a worker gets it (with a tuning batch's table)."""
     from kiln.project_gen.flash import firmware_files
 
     files = {kind: path.read_bytes()
              for kind, path in firmware_files(project.path / "build").items() if path.is_file()}
     variants = [Variant(v.index, ShippedWorkload(v.workload.key, v.workload.reference),
-                        v.knobs, v.input_bytes, v.output_bytes) for v in batch.variants]
+                        v.knobs, v.input_bytes, v.output_bytes)
+                for v in (batch.variants if batch is not None else [])]
     return FarmFirmware(project.board, project.manifest["project"]["build_id"], files,
                         variants)
 

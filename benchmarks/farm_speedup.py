@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Speed-up of two Ray workers over one for `kiln tune --ray` on this machine.
+
+    python benchmarks/farm_speedup.py [--model kws_ref_model] [--board mps2-an386]
+                                      [--trials 32] [--repeat 5] [--cpus 2]
+
+Starts a one-node Ray cluster here (127.0.0.1, --cpus CPUs, its own temporary folder,
+no dashboard), tunes the model through it with --workers 1, then --workers 2 (fresh
+records each time, the same candidates), prints the wall time of each and the ratio,
+and stops the cluster. The tuning firmware of each batch is built on this host and the
+QEMU workers measure; on a 2-core machine both workers and the builds share the two
+cores, so the ratio is what one extra worker buys here, not on a farm of machines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KILN = str(Path(sys.executable).with_name("kiln"))
+RAY = [sys.executable, "-c", "import sys; from ray.scripts.scripts import main; "
+       "sys.argv[0] = 'ray'; sys.exit(main())"]
+
+
+def start_head(cpus: int, temp: str) -> tuple[subprocess.Popen, str]:
+    from kiln.project_gen.transport import free_tcp_port
+
+    port = free_tcp_port()
+    log = Path(temp) / "head.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([*RAY, "start", "--head", "--node-ip-address", "127.0.0.1",
+                                 "--port", str(port), "--num-cpus", str(cpus),
+                                 "--include-dashboard", "false", "--disable-usage-stats",
+                                 "--temp-dir", temp, "--block"],
+                                stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + 120
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"ray start failed: {log.read_text(errors='replace')[-600:]}")
+        time.sleep(0.2)
+    return proc, f"127.0.0.1:{port}"
+
+
+def stop_head(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)       # whatever the node left in its group
+    except OSError:
+        pass
+
+
+def tune(model: Path, args, address: str, workers: int, out: Path) -> float:
+    started = time.monotonic()
+    done = subprocess.run([KILN, "tune", str(model), "--board", args.board, "--trials",
+                           str(args.trials), "--repeat", str(args.repeat), "--workers",
+                           str(workers), "--ray", address, "-o", str(out)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"kiln tune failed: {done.stderr[-800:]}")
+    return time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="kws_ref_model")
+    parser.add_argument("--board", default="mps2-an386")
+    parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs the Ray node offers")
+    parser.add_argument("--json", metavar="OUT.json", help="also write the figures as JSON")
+    args = parser.parse_args()
+    models = Path(os.environ.get("KILN_MODELS", REPO.parent / "shared" / "models"))
+    model = models / "mlperf_tiny" / f"{args.model}.tflite"
+    if not model.is_file():
+        raise SystemExit(f"{model} not found (set KILN_MODELS)")
+    temp = tempfile.mkdtemp(prefix="kfb", dir="/tmp")
+    proc, address = start_head(args.cpus, temp)
+    figures = {}
+    try:
+        for workers in (1, 2):
+            out = Path(temp) / f"w{workers}.jsonl"
+            figures[workers] = tune(model, args, address, workers, out)
+            lines = len(out.read_text().splitlines())
+            print(f"{workers} worker{'s' if workers > 1 else ' '}: {figures[workers]:6.1f} s "
+                  f"({lines} candidates)", flush=True)
+    finally:
+        stop_head(proc)
+        shutil.rmtree(temp, ignore_errors=True)
+    ratio = figures[1] / figures[2]
+    print(f"speed-up of 2 workers over 1: {ratio:.2f}x ({args.model} on {args.board}, "
+          f"{os.cpu_count()} cores here)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"seconds": figures, "speedup": ratio}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
