@@ -449,3 +449,25 @@ def test_fc_multiplier_is_tflms_double_product():
                    data=np.array([bias]))], [TensorSpec((1, 1), "int8", scale=sy, zero_point=0)])
     assert int(run_reference(model, np.zeros((1, 1), np.int8))[0][0, 0]) == int(r64[hits[0]])
     assert _fc_multiplier(sx, sw) == quantize_multiplier(sx * sw / 2.0 ** -12)
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_lstm_16x8_standalone_firmware_on_qemu(tmp_path):
+    """A 16x8 LSTM (time major, 2 batches, cell clip) as firmware on mps2-an386: int64
+    accumulators and requantization on Cortex-M, successive calls, as TFLM."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    model = lstm_model(np.random.default_rng(2), activations="int16", batches=2, steps=7,
+                       depth=13, units=11, time_major=True, cell_clip=0.5, cell_power=-10)
+    path = tmp_path / "lstm16.tflite"
+    path.write_bytes(model)
+    rng = np.random.default_rng(5)
+    x = np.stack([rand_int((7, 2, 13), rng, "int16") for _ in range(3)])
+    result = create_project(path, board="mps2-an386", out_dir=tmp_path / "p", inputs=[x]).run()
+    want = np.stack(tflm_runs(model, list(x), reset_before=set()))
+    assert_equal_exact(result.outputs[0].reshape(want.shape), want, "mps2-an386")
