@@ -392,11 +392,12 @@ def _binary(g: GraphBuilder, d: Draw, x: int, op: str = "ADD") -> int:
 
 _FIXED_OUT_Q = {"LOGISTIC": {"scale": 1 / 256, "zero_point": -128},
                 "SOFTMAX": {"scale": 1 / 256, "zero_point": -128},
+                "LOG_SOFTMAX": {"scale": 16 / 256, "zero_point": 127},
                 "TANH": {"scale": 1 / 128, "zero_point": 0}}
 
 
 @builder("RELU", "RELU6", "LOGISTIC", "TANH", "HARD_SWISH", "ABS", "RSQRT", "LEAKY_RELU",
-         "SOFTMAX")
+         "SOFTMAX", "LOG_SOFTMAX")
 def _unary(g: GraphBuilder, d: Draw, x: int, op: str = "RELU") -> int:
     q = None
     if op in _FIXED_OUT_Q and not d.hostile("out-q", 0.5):
@@ -949,6 +950,94 @@ def _s2b(g: GraphBuilder, d: Draw, x: int, op: str = "SPACE_TO_BATCH_ND") -> int
                w * block[1] - pads[1][0] - pads[1][1], c]
     o = g.out(tuple(_clamp32(v) for v in out), g.dtype(x), _same_q(g, x))
     g.op(op, [x, g.const(block, "int32", (2,)), g.const(pads, "int32", (2, 2))], [o])
+    return o
+
+
+@builder("REVERSE_V2")
+def _reverse(g: GraphBuilder, d: Draw, x: int) -> int:
+    rank = len(g.shape(x))
+    axis = d.param("axis", -rank, max(rank - 1, 0), [rank, -rank - 1, I32_MAX, I32_MIN])
+    o = g.out(g.shape(x), g.dtype(x), _same_q(g, x))
+    g.op("REVERSE_V2", [x, g.const([axis], "int32", (1,))], [o])
+    return o
+
+
+@builder("BROADCAST_TO")
+def _broadcast_to(g: GraphBuilder, d: Draw, x: int) -> int:
+    xs = g.shape(x)
+    want = tuple(s if s != 1 else d.int(1, 4) for s in xs)
+    if d.bool():
+        want = (d.int(1, 3),) + want          # a new leading axis
+    if d.hostile("broadcast-shape", 0.4) and want:
+        i = d.int(0, len(want) - 1)
+        want = want[:i] + (d.pick([0, -1, 2**16, I32_MAX, want[i] + 1]),) + want[i + 1:]
+    o = g.out(tuple(_clamp32(v) for v in want), g.dtype(x), _same_q(g, x))
+    g.op("BROADCAST_TO", [x, g.const(list(want), d.pick(["int32", "int64"]), (len(want),))], [o])
+    return o
+
+
+def _symmetric(g: GraphBuilder, d: Draw, dtype: str = "int8") -> dict:
+    """Weight quantization: symmetric (zero point 0, what the kernels take), or hostile."""
+    if d.hostile("weight-q", 0.2, cat="quant"):
+        return g.quant(dtype)
+    return {"scale": d.scale(), "zero_point": 0}
+
+
+@builder("SVDF", rank=2)
+def _svdf(g: GraphBuilder, d: Draw, x: int) -> int:
+    """x (batch, input) int8; int8 feature weights, int16 time weights, int32 bias and an
+    int16 state tensor (a variable: the op writes it in place)."""
+    b, i = g.shape(x)
+    rank = d.param("rank", 1, 2, [0, -1, 2**16, I32_MAX])
+    units = d.int(1, 4)
+    filters = units * rank if 0 < rank <= 2 else units
+    memory = d.param("memory", 1, 5, [0, 2**16, 46341, I32_MAX])
+    if d.hostile("filters", 0.2):
+        filters = d.pick([0, filters + 1, 2**16])
+    wf = g.const(_rand_data(d, (filters, i), "int8"), "int8", (filters, i), **_symmetric(g, d))
+    wt = g.const(_rand_data(d, (filters, memory), "int16"), "int16", (filters, memory),
+                 **_symmetric(g, d, "int16"))
+    bias = -1 if d.bool() else g.const(_rand_data(d, (units,), "int32"), "int32", (units,),
+                                       **g.quant("int32"))
+    state_shape = (b, _clamp32(filters * memory))
+    state = g.add(TensorSpec(state_shape, "int16", variable=True, **g.quant("int16")))
+    o = g.out((b, units), "int8")
+    g.op("SVDF", [x, wf, wt, bias, state], [o],
+         {"rank": rank, "fused_activation_function": d.pick(ACTIVATIONS)})
+    return o
+
+
+@builder("UNIDIRECTIONAL_SEQUENCE_LSTM", rank=3)
+def _lstm(g: GraphBuilder, d: Draw, x: int) -> int:
+    """x (batch, time, depth) int8 (or time-major); four gates of int8 input and recurrent
+    weights and int32 biases; int8 hidden and int16 cell state tensors (variables)."""
+    b, t, depth = g.shape(x)
+    time_major = d.bool()
+    batches = t if time_major else b
+    units = d.param("units", 1, 6, [0, 2**16, 46341])
+    idx = [x] + [-1] * 23
+    x_scale = g.q_of(x).get("scale", 0.05)
+    x_scale = x_scale if isinstance(x_scale, float) else 0.05
+    for k in range(4):
+        for at, shape in ((1 + k, (units, depth)), (5 + k, (units, units))):
+            wq = _symmetric(g, d)
+            idx[at] = g.const(_rand_data(d, shape, "int8"), "int8", shape, **wq)
+        bq = ({"scale": float(np.float32(x_scale) * np.float32(wq["scale"])), "zero_point": 0}
+              if wq.get("scale") and not d.hostile("bias-scale", 0.2, cat="quant")
+              else g.quant("int32"))
+        idx[12 + k] = g.const(_rand_data(d, (units,), "int32"), "int32", (units,), **bq)
+    if d.hostile("cifg", 0.2):
+        idx[1] = idx[5] = idx[12] = -1
+    hidden_q = g.quant("int8")
+    idx[18] = g.add(TensorSpec((batches, units), "int8", variable=True, **hidden_q))
+    cell_q = ({"scale": 2.0 ** d.int(-15, -8), "zero_point": 0}
+              if not d.hostile("cell-scale", 0.3, cat="quant") else g.quant("int16"))
+    idx[19] = g.add(TensorSpec((batches, units), "int16", variable=True, **cell_q))
+    o = g.out((b, t, units), "int8", hidden_q if d.bool() else None)
+    g.op("UNIDIRECTIONAL_SEQUENCE_LSTM", idx, [o],
+         {"fused_activation_function": d.pick(["TANH", "TANH", "RELU", "NONE"]),
+          "cell_clip": d.real("cell_clip", 0.0, 8.0), "proj_clip": 0.0,
+          "time_major": time_major, "asymmetric_quantize_inputs": False})
     return o
 
 
