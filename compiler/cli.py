@@ -191,8 +191,12 @@ def _warn_if_too_large(art, board) -> None:
 # Ops that never become a kernel call: views of their input (alias_reshapes) and shape
 # arithmetic on constants (fold_constants).
 _GRAPH_LEVEL_OPS = {"RESHAPE": "view", "SQUEEZE": "view", "EXPAND_DIMS": "view",
-                    "SHAPE": "folded when constant", "CAST": "folded when constant",
-                    "VAR_HANDLE": "model state (a variable tensor)"}
+                    "VAR_HANDLE": "model state (a variable tensor)",
+                    # compiler/passes/fold_constants.py: shape arithmetic the converter
+                    # writes (an LSTM's zero state: SHAPE → STRIDED_SLICE → PACK → FILL)
+                    **{op: "folded when constant" for op in (
+                        "SHAPE", "CAST", "FILL", "ZEROS_LIKE", "RANK", "RANGE",
+                        "BROADCAST_ARGS", "REDUCE_PROD", "FLOOR_DIV", "FLOOR_MOD")}}
 
 
 def cmd_ops(args) -> int:
@@ -207,8 +211,9 @@ def cmd_ops(args) -> int:
     width = max(map(len, rows))
     for t in sorted(rows):
         print(f"{t:<{width}}  {rows[t]}")
-    print(f"{len(rows)} op types; int8 activations (each op's check names what it refuses), "
-          f"bit-exact with TFLM's reference kernels (TFLite's where TFLM lacks one)")
+    print(f"{len(rows)} op types; int8 activations, and int16 (16x8 models) where TFLM runs "
+          f"the op at int16 (each op's check names what it refuses); bit-exact with TFLM's "
+          f"reference kernels (TFLite's where TFLM lacks one)")
     return EXIT_OK
 
 
