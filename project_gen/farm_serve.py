@@ -19,6 +19,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from kiln.compiler.errors import InputError, KilnError
@@ -68,6 +69,38 @@ def _flash_how(board, args: argparse.Namespace) -> None:
                          "--flash-command CMD (or --flash to flash as the board file says)")
 
 
+class _Node:
+    """`ray start --block` for this board's node; its output kept for error messages."""
+
+    def __init__(self, address: str, resources: dict, temp_dir: str | None) -> None:
+        self.proc = _ray_start(address, resources, temp_dir)
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            self.lines.append(raw.decode("utf-8", "replace").rstrip())
+
+    def failure(self) -> str | None:
+        if self.proc.poll() is None:
+            return None
+        time.sleep(0.2)                         # the reader's last lines
+        last = [line for line in self.lines if line.strip()][-3:]
+        return (f"the Ray node did not start (ray start exited with "
+                f"{self.proc.returncode}): {' | '.join(last)}")
+
+    def wait_started(self) -> None:
+        """Until the node runs here: a driver (this process) needs a local raylet."""
+        deadline = time.monotonic() + NODE_START_TIMEOUT_S
+        while not any("Ray runtime started" in line for line in self.lines):
+            if self.failure():
+                raise KilnError(self.failure())
+            if time.monotonic() > deadline:
+                raise KilnError(f"the Ray node did not start within "
+                                f"{NODE_START_TIMEOUT_S:g} s")
+            time.sleep(0.2)
+
+
 def _ray_start(address: str, resources: dict, temp_dir: str | None) -> subprocess.Popen:
     argv = [sys.executable, "-c", "import sys; from ray.scripts.scripts import main; "
             "sys.argv[0] = 'ray'; sys.exit(main())", "start", "--address", address,
@@ -91,18 +124,15 @@ def _stop(node: subprocess.Popen) -> None:
             node.wait()
 
 
-def _wait_for_node(ray, node: subprocess.Popen, resource: str) -> str:
+def _wait_for_node(ray, node: _Node, resource: str) -> str:
     """The id of the node started with `resource`, once the cluster sees it alive."""
     deadline = time.monotonic() + NODE_START_TIMEOUT_S
     while time.monotonic() < deadline:
         for n in ray.nodes():
             if n.get("Alive") and resource in n.get("Resources", {}):
                 return n["NodeID"]
-        if node.poll() is not None:
-            out = (node.stdout.read() or b"").decode("utf-8", "replace").strip()
-            last = [line for line in out.splitlines() if line.strip()][-3:]
-            raise KilnError(f"the Ray node did not start (ray start exited with "
-                            f"{node.returncode}): {' | '.join(last)}")
+        if node.failure():
+            raise KilnError(node.failure())
         time.sleep(0.5)
     raise KilnError(f"the Ray node did not join the cluster within "
                     f"{NODE_START_TIMEOUT_S:g} s")
@@ -113,7 +143,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from kiln.compiler.tune.farm import BOARD_ACTOR, FarmWorker, connect, import_ray
+    from kiln.compiler.tune.farm import (BOARD_ACTOR, FarmWorker, check_reachable, connect,
+                                         import_ray)
 
     from .boards import get_board
 
@@ -122,12 +153,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if board.is_host:
         raise InputError("the host board is not served: tune it on this host (kiln tune)")
     _flash_how(board, args)
+    check_reachable(args.address)        # `ray start` would retry a dead address for ever
     uid = secrets.token_hex(4)
     own = f"kiln-board-{uid}"
     resources = {f"board:{board.name}": 1, own: 1}
-    node = _ray_start(args.address, resources, args.ray_temp_dir)
+    node = None
     ray = None
     try:
+        node = _Node(args.address, resources, args.ray_temp_dir)
+        node.wait_started()
         ray = connect(args.address)
         # SIGTERM as Ctrl-C (set once Ray's driver set up its own handlers): the board
         # leaves the farm and the node stops either way.
@@ -143,8 +177,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         last = None
         while True:
             time.sleep(POLL_S)
-            if node.poll() is not None:
-                raise KilnError(f"the Ray node of this board stopped (exit {node.returncode})")
+            if node.proc.poll() is not None:
+                raise KilnError(f"the Ray node of this board stopped (exit "
+                                f"{node.proc.returncode})")
             try:
                 err = ray.get(actor.describe.remote(), timeout=60)["last_error"]
             except Exception as e:                  # noqa: BLE001 - reported, kept serving
@@ -160,7 +195,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if ray is not None:
             ray.shutdown()                      # the actor ends with its owner
-        _stop(node)
+        if node is not None:
+            _stop(node.proc)
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -195,6 +195,12 @@ def test_bad_farm_requests_are_one_line(tmp_path, capsys):
                             f"127.0.0.1:{_free_port()}", "-o", out)
     assert code == 2 and "cannot reach the Ray cluster" in one_error(err)
     assert time.monotonic() - start < 30 and not out.exists()
+    start = time.monotonic()        # serve checks the head before starting a node there
+    code, _, err = run_kiln(capsys, "farm", "serve", "--board", BOARD, "--port",
+                            "socket://127.0.0.1:9", "--flash-command", "true {elf}",
+                            "--address", f"127.0.0.1:{_free_port()}")
+    assert code == 2 and "cannot reach the Ray cluster" in one_error(err)
+    assert time.monotonic() - start < 30
 
 
 # -- on a cluster -----------------------------------------------------------------------

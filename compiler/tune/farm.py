@@ -77,7 +77,7 @@ def connect(address: str):
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    _check_reachable(address)
+    check_reachable(address)
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,
                  log_to_driver=False, configure_logging=True)
@@ -87,7 +87,7 @@ def connect(address: str):
     return ray
 
 
-def _check_reachable(address: str) -> None:
+def check_reachable(address: str) -> None:
     """InputError when nothing listens at a HOST:PORT address: ray.init would retry it
     forever, printing a warning every few seconds."""
     host, sep, port = address.rpartition(":")
