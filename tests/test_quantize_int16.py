@@ -95,13 +95,15 @@ def test_small_model_scheme_and_tflm_identity():
 
 
 # SQNR vs float on 32 samples like the calibration data (int16x8 / int8): AD 34.8 / 34.4 dB,
-# KWS 29.9 / 20.7, ResNet-8 23.7 / 19.4, VWW 37.3 / 28.6.
-@pytest.mark.parametrize("name,floor", [
-    pytest.param("ad01_fp32", 33.0, marks=pytest.mark.slow), ("kws_ref_model_float32", 27.0),
-    ("pretrainedResnet", 21.5), pytest.param("vww_96_float", 34.0, marks=pytest.mark.slow)])
-def test_mlperf_float_model_16x8(name, floor):
+# KWS 29.9 / 20.7, ResNet-8 23.7 / 19.4, VWW 37.3 / 28.6 (benchmarks/int16.py has more).
+# AD's error is its int8 weights' (on 64 samples 31.7 / 31.8): there 16x8 only matches int8.
+@pytest.mark.parametrize("name,floor,gain", [
+    pytest.param("ad01_fp32", 33.0, -0.5, marks=pytest.mark.slow),
+    ("kws_ref_model_float32", 27.0, 6.0), ("pretrainedResnet", 21.5, 3.0),
+    pytest.param("vww_96_float", 34.0, 6.0, marks=pytest.mark.slow)])
+def test_mlperf_float_model_16x8(name, floor, gain):
     """An MLPerf float model whose ops all run at int16: TFLM = kiln on the export, and
-    its SQNR vs float at least the int8 quantization's (printed side by side)."""
+    its SQNR vs float `gain` dB or more above the int8 quantization's (printed)."""
     g = load(model_path(name))
     cal = quantize_inputs.inputs(name, 128, seed=0)
     x = quantize_inputs.inputs(name, 32, seed=1)
@@ -112,7 +114,7 @@ def test_mlperf_float_model_16x8(name, floor):
     top8 = float(np.mean(got8.argmax(1) == ref.argmax(1)))
     print(f"{name}: SQNR vs float int16x8 {s16:.1f} dB, int8 {s8:.1f} dB; "
           f"top-1 agreement {top16:.3f} / {top8:.3f}")
-    assert s16 >= floor and s16 >= s8
+    assert s16 >= floor and s16 >= s8 + gain
 
 
 def test_ops_without_an_int16_form_are_named():
