@@ -181,6 +181,14 @@ typedef struct {
     int32_t right_shift;    /* -shift - 1, in [1, 30] */
 } kiln_requant_fast_t;
 
+/* The same in five bytes a channel, for the int8-pair kernels (_p8_): TFLite's
+ * multiplier and shift per channel, shift in [-31, -2]; the kernel derives
+ * round = 2^(-shift - 2) and right_shift = -shift - 1 itself. */
+typedef struct {
+    const int32_t *multiplier;
+    const int8_t *shift;
+} kiln_requant_packed_t;
+
 /* CONV_2D with one group, any filter size, stride, dilation and padding, as
  * im2col + GEMM blocked 2 output channels x 2 output pixels.
  *   filter  packed from OHWI with each kernel row of KW * C_in values padded
@@ -255,10 +263,11 @@ int32_t kiln_conv2d_gemm_w8_s8_get_buffer_size(const kiln_dims_t *input_dims,
  *           last whole block, a last pair as G groups of [A][B].
  *           ceil(C_out / 2) * K / 2 words. 128 * sum_k |w(d, k)| < 2^23 for
  *           every second channel d of a pair.
+ *   quant   C_out entries
  * Other arguments and the scratch as kiln_conv2d_gemm_s8. */
 kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
                                      const kiln_conv_params_t *params,
-                                     const kiln_requant_fast_t *quant,
+                                     const kiln_requant_packed_t *quant,
                                      const kiln_dims_t *input_dims, const int8_t *input,
                                      const kiln_dims_t *filter_dims, const int32_t *filter,
                                      const int32_t *bias,
@@ -338,9 +347,9 @@ int32_t kiln_fully_connected_rows_s8_get_buffer_size(const kiln_dims_t *filter_d
  *           128 * sum_k |w(d, k)| < 2^23 for every second row d of a pair.
  *   params  filter_offset must be 0
  *   bias    folded as kiln_fully_connected_s8's
- *   quant   units entries */
+ *   quant   units entries (kiln_requant_packed_t) */
 kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
-                                               const kiln_requant_fast_t *quant,
+                                               const kiln_requant_packed_t *quant,
                                                const kiln_dims_t *input_dims,
                                                const int8_t *input,
                                                const kiln_dims_t *filter_dims,

@@ -609,6 +609,7 @@ GEMM_BLOCK_FN(block_p8_clamp, GEMM_P8, 0)
 /* Every output pixel pair; kind and full_range are constants in each
  * instantiation. */
 static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requant_fast_t *quant,
+                                           const kiln_requant_packed_t *qp,
                                            const uint32_t *packed, const int32_t *bias,
                                            const kiln_dims_t *output_dims, int8_t *output,
                                            uint32_t *col, int8_t *patch, int32_t out_off,
@@ -657,10 +658,13 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
         int32_t oc = 0;
         if (kind == GEMM_P8) {
             for (; oc + 4 <= out_c; oc += 4) {
+                const kiln_requant_fast_t q4[4] = {
+                    kiln_requant_unpack(qp, oc), kiln_requant_unpack(qp, oc + 1),
+                    kiln_requant_unpack(qp, oc + 2), kiln_requant_unpack(qp, oc + 3)};
                 if (full_range) {
-                    block_p8_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                    block_p8_full(&blk, w, bias + oc, q4, out0 + oc, out1 + oc);
                 } else {
-                    block_p8_clamp(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
+                    block_p8_clamp(&blk, w, bias + oc, q4, out0 + oc, out1 + oc);
                 }
                 w += 4 * words;
             }
@@ -669,17 +673,17 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
                 int32_t acc[4] = {bias[oc], bias[oc], bias[oc], bias[oc]};
                 dot_p8_2x2(w, col, g.groups4, acc);
                 w += 2 * words;
-                out0[oc] = kiln_output_fast(acc[2], &quant[oc], out_off, act_min, act_max,
-                                            full_range);
-                out1[oc] = kiln_output_fast(acc[3], &quant[oc], out_off, act_min, act_max,
-                                            full_range);
+                const kiln_requant_fast_t q0 = kiln_requant_unpack(qp, oc);
+                out0[oc] = kiln_output_fast(acc[2], &q0, out_off, act_min, act_max, full_range);
+                out1[oc] = kiln_output_fast(acc[3], &q0, out_off, act_min, act_max, full_range);
                 if (oc + 1 < out_c) {
+                    const kiln_requant_fast_t q1 = kiln_requant_unpack(qp, oc + 1);
                     const int32_t s0 = bias[oc + 1] + kiln_pair_odd(acc[0], acc[2]);
                     const int32_t s1 = bias[oc + 1] + kiln_pair_odd(acc[1], acc[3]);
-                    out0[oc + 1] = kiln_output_fast(s0, &quant[oc + 1], out_off, act_min,
-                                                    act_max, full_range);
-                    out1[oc + 1] = kiln_output_fast(s1, &quant[oc + 1], out_off, act_min,
-                                                    act_max, full_range);
+                    out0[oc + 1] = kiln_output_fast(s0, &q1, out_off, act_min, act_max,
+                                                    full_range);
+                    out1[oc + 1] = kiln_output_fast(s1, &q1, out_off, act_min, act_max,
+                                                    full_range);
                 }
             }
             continue;
@@ -728,6 +732,7 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
 static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
                                                  const kiln_conv_params_t *params,
                                                  const kiln_requant_fast_t *quant,
+                                                 const kiln_requant_packed_t *qp,
                                                  const kiln_dims_t *input_dims,
                                                  const int8_t *input,
                                                  const kiln_dims_t *filter_dims,
@@ -735,7 +740,8 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
                                                  const kiln_dims_t *output_dims, int8_t *output,
                                                  int kind)
 {
-    if (ctx == NULL || !kiln_conv_params_valid(params) || quant == NULL || input == NULL ||
+    const int quant_ok = kind == GEMM_P8 ? kiln_requant_packed_valid(qp) : quant != NULL;
+    if (ctx == NULL || !kiln_conv_params_valid(params) || !quant_ok || input == NULL ||
         filter == NULL || bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(params, input_dims, filter_dims, output_dims)) {
@@ -770,10 +776,10 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
     const int32_t act_min = params->activation.min;
     const int32_t act_max = params->activation.max;
     if (act_min == -128 && act_max == 127) {
-        gemm_pixels(&g, quant, packed, bias, output_dims, output, col, patch,
+        gemm_pixels(&g, quant, qp, packed, bias, output_dims, output, col, patch,
                     params->output_offset, act_min, act_max, kind, 1);
     } else {
-        gemm_pixels(&g, quant, packed, bias, output_dims, output, col, patch,
+        gemm_pixels(&g, quant, qp, packed, bias, output_dims, output, col, patch,
                     params->output_offset, act_min, act_max, kind, 0);
     }
     return KILN_OK;
@@ -786,7 +792,7 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
                                   const int32_t *bias,
                                   const kiln_dims_t *output_dims, int8_t *output)
 {
-    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+    return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
                     output_dims, output, GEMM_2X2);
 }
 
@@ -798,19 +804,19 @@ kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
                                       const int32_t *bias,
                                       const kiln_dims_t *output_dims, int8_t *output)
 {
-    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+    return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
                     output_dims, output, GEMM_4X2);
 }
 
 kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
                                      const kiln_conv_params_t *params,
-                                     const kiln_requant_fast_t *quant,
+                                     const kiln_requant_packed_t *quant,
                                      const kiln_dims_t *input_dims, const int8_t *input,
                                      const kiln_dims_t *filter_dims, const int32_t *filter,
                                      const int32_t *bias,
                                      const kiln_dims_t *output_dims, int8_t *output)
 {
-    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+    return gemm_run(ctx, params, NULL, quant, input_dims, input, filter_dims, filter, bias,
                     output_dims, output, GEMM_P8);
 }
 
@@ -822,6 +828,6 @@ kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
                                      const int32_t *bias,
                                      const kiln_dims_t *output_dims, int8_t *output)
 {
-    return gemm_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+    return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
                     output_dims, output, GEMM_W8);
 }

@@ -280,6 +280,21 @@ static inline int32_t kiln_pair_odd(int32_t raw, int32_t even)
     return (int32_t)((uint32_t)raw - (uint32_t)even) >> 8;
 }
 
+/* Whether a kiln_requant_packed_t has its tables. */
+static inline int kiln_requant_packed_valid(const kiln_requant_packed_t *p)
+{
+    return p != NULL && p->multiplier != NULL && p->shift != NULL;
+}
+
+/* Channel c of a kiln_requant_packed_t as the kiln_requant_fast_t it stands
+ * for (shift in [-31, -2], as the compiler emits). */
+static inline kiln_requant_fast_t kiln_requant_unpack(const kiln_requant_packed_t *p, int32_t c)
+{
+    const int32_t e = -(int32_t)p->shift[c];
+    const kiln_requant_fast_t q = {p->multiplier[c], (int32_t)1 << (e - 2), e - 1};
+    return q;
+}
+
 /* Rounds a dot-product depth up to whole groups of four. */
 static inline int32_t kiln_round_up4(int32_t k)
 {

@@ -454,31 +454,29 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
     p8_groups_c(w, row, depth, g, groups4, 4, acc);
 }
 
-/* Requantizes pair j's rows u (even) and u + 1 (if < units) from acc. */
-static void p8_store(const int32_t *acc, int32_t j, int32_t u, int32_t units,
-                     const int32_t *bias, const kiln_requant_fast_t *quant, int32_t out_off,
-                     int32_t act_min, int32_t act_max, int8_t *out)
+/* Requantizes rows u .. u + n - 1 from their sums into out[u ..]. */
+static KILN_ALWAYS_INLINE void p8_store(const int32_t *sums, int32_t n, int32_t u,
+                                        const kiln_requant_packed_t *quant, int32_t out_off,
+                                        int32_t act_min, int32_t act_max, int8_t *out)
 {
-    const int32_t raw = acc[2 * j];
-    const int32_t even = acc[2 * j + 1];
-    out[u] = kiln_output_fast(even, &quant[u], out_off, act_min, act_max, 0);
-    if (u + 1 < units) {
-        out[u + 1] = kiln_output_fast(bias[u + 1] + kiln_pair_odd(raw, even), &quant[u + 1],
-                                      out_off, act_min, act_max, 0);
+    for (int32_t j = 0; j < n; ++j) {
+        const kiln_requant_fast_t q = kiln_requant_unpack(quant, u + j);
+        out[u + j] = kiln_output_fast(sums[j], &q, out_off, act_min, act_max, 0);
     }
 }
 
 kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
-                                               const kiln_requant_fast_t *quant,
+                                               const kiln_requant_packed_t *quant,
                                                const kiln_dims_t *input_dims,
                                                const int8_t *input,
                                                const kiln_dims_t *filter_dims,
                                                const int32_t *filter, const int32_t *bias,
                                                const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (params == NULL || quant == NULL || input == NULL || filter == NULL || bias == NULL ||
-        output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
-        !kiln_dims_valid(output_dims) || ((uintptr_t)filter & 3u) != 0) {
+    if (params == NULL || !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL ||
+        bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        ((uintptr_t)filter & 3u) != 0) {
         return KILN_ERR_ARG;
     }
     if (params->input_offset < -127 || params->input_offset > 128 || params->filter_offset != 0 ||
@@ -509,14 +507,19 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
             }
             p8_8rows(w, row, depth, groups4, acc);
             w += 8 * groups4;
+            int32_t sums[8];
             for (int32_t j = 0; j < 4; ++j) {
-                p8_store(acc, j, u + 2 * j, units, bias, quant, out_off, act_min, act_max, out);
+                sums[2 * j] = acc[2 * j + 1];
+                sums[2 * j + 1] = bias[u + 2 * j + 1] + kiln_pair_odd(acc[2 * j], acc[2 * j + 1]);
             }
+            p8_store(sums, 8, u, quant, out_off, act_min, act_max, out);
         }
         for (; u < units; u += 2) {     /* the last pairs (a lone row with a zero one) */
             int32_t acc[2] = {bias[u], bias[u]};
             w = p8_groups_c(w, row, depth, 0, groups4, 1, acc);
-            p8_store(acc, 0, u, units, bias, quant, out_off, act_min, act_max, out);
+            const int32_t sums[2] = {acc[1], u + 1 < units ? bias[u + 1] +
+                                     kiln_pair_odd(acc[0], acc[1]) : 0};
+            p8_store(sums, u + 1 < units ? 2 : 1, u, quant, out_off, act_min, act_max, out);
         }
     }
     return KILN_OK;

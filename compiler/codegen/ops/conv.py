@@ -320,6 +320,15 @@ def _requant_fast_c(ctx: LowerCtx, table: np.ndarray) -> str:
     return f"static const kiln_requant_fast_t *const quant = (const kiln_requant_fast_t *){name};"
 
 
+def _requant_packed_c(ctx: LowerCtx, table: np.ndarray) -> str:
+    """kiln_requant_packed_t of the int8-pair kernels: requant_fast's table as TFLite's
+    multiplier (int32) and shift (int8) per channel, five bytes instead of twelve."""
+    mult = ctx.const("mult", table[:, 0].astype(np.int32), "int32_t", "multiplier per channel")
+    shift = ctx.const("shift", (-table[:, 2] - 1).astype(np.int8), "int8_t",
+                      "shift per channel (<= -2)")
+    return f"static const kiln_requant_packed_t quant = {{{mult}, {shift}}};"
+
+
 # --- packed filters for the SIMD variants (layouts in crt/kernels/conv.h) ----------------
 
 def _padded(rows: np.ndarray) -> np.ndarray:
@@ -642,8 +651,8 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     gemm = v.knobs["variant"] == "gemm"
     if gemm:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
-        quant = _requant_fast_c(ctx, table)
         kind = v.knobs["weights"]
+        quant = (_requant_packed_c if kind == "p8" else _requant_fast_c)(ctx, table)
         packed = pack_conv2d_filter(w.data, v.knobs["oc_block"], kind)
         how = {"s16": "int16 pairs", "s8": "int8", "p8": "int8 channel pairs"}[kind]
         filter_name = ctx.const("filter", packed, "int32_t",
@@ -660,7 +669,7 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
     ]
-    args = ["&params, quant" if gemm else "&params, &quant",
+    args = ["&params, quant" if gemm and kind != "p8" else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}",
             f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if scratch:
@@ -882,8 +891,9 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     rows = v.knobs["variant"] == "rows"
     if rows:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
-        quant = _requant_fast_c(ctx, table)
-        if v.knobs.get("weights") == "p8":
+        p8 = v.knobs.get("weights") == "p8"
+        quant = (_requant_packed_c if p8 else _requant_fast_c)(ctx, table)
+        if p8:
             packed = pack_fc_filter_p8(w.data)
             how = "as int8 row pairs"
         else:
@@ -909,7 +919,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
     ]
-    args = ["&params, quant" if rows else "&params, &quant",
+    args = ["&params, quant" if rows and not p8 else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}",
             f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if v.scratch:
