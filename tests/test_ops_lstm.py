@@ -237,14 +237,18 @@ int main(void)
     int mismatches = 0;
     kiln_sigmoid_s16_params_t sp = {table, 3, 0};
     if (kiln_logistic_s16(&sp, &dims, in, &dims, want) != KILN_OK) return 1;
-    for (int32_t i = 0; i < 65536; ++i) mismatches += kiln_lstm_sigmoid_s16(table, in[i]) != want[i];
+    for (int32_t i = 0; i < 65536; ++i) {
+        mismatches += kiln_lstm_sigmoid_s16(table, in[i]) != want[i];
+    }
     static const int32_t scalings[] = {-28, -17, -9, -4, -2, -1, 0, 1, 2, 3, 6, 10, 13};
     for (size_t n = 0; n < sizeof scalings / sizeof scalings[0]; ++n) {
         const int32_t k = scalings[n];
         const int32_t m = k >= 0 ? 3 << k : 3, s = k >= 0 ? 0 : -k;
         kiln_sigmoid_s16_params_t tp = {table, m, s};
         if (kiln_tanh_s16(&tp, &dims, in, &dims, want) != KILN_OK) return 2;
-        for (int32_t i = 0; i < 65536; ++i) mismatches += kiln_lstm_tanh_s16(table, in[i], m, s) != want[i];
+        for (int32_t i = 0; i < 65536; ++i) {
+            mismatches += kiln_lstm_tanh_s16(table, in[i], m, s) != want[i];
+        }
     }
     /* The largest input scaling the lowering allows (3 << 14) and the longest shift. */
     for (int32_t i = 0; i < 65536; ++i) {

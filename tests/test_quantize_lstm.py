@@ -102,7 +102,8 @@ def test_mnist_lstm_quantized_like_tf(mnist_lstm):
     for k, wk in zip(range(12, 16), range(1, 5)):
         b = q.tensor(op.inputs[k])
         assert b.dtype == "int32"
-        assert b.quant.single()[0] == np.float32(np.float32(s_in) * q.tensor(op.inputs[wk]).quant.scale[0])
+        w_scale = q.tensor(op.inputs[wk]).quant.scale[0]
+        assert b.quant.single()[0] == np.float32(np.float32(s_in) * w_scale)
 
 
 def test_mnist_lstm_quantized_bit_exact_with_tflm(mnist_lstm):

@@ -169,7 +169,8 @@ def _check(ctx: LowerCtx) -> str | None:
             ws = w.data.astype(np.int64)
             worst = np.abs(bias + offset * ws.sum(axis=1)) + 256 * np.abs(ws).sum(axis=1)
             if int(worst.max()) > (1 << 31) - 1:
-                return f"{g} gate: the int32 accumulator could overflow (worst case {int(worst.max())})"
+                return (f"{g} gate: the int32 accumulator could overflow "
+                        f"(worst case {int(worst.max())})")
     return None
 
 
