@@ -55,10 +55,12 @@ static inline int32_t kiln_requantize(int32_t x, int32_t multiplier, int32_t shi
  * (two's complement wrap-around). */
 static inline int32_t kiln_requantize64(int64_t x, int32_t multiplier, int32_t shift)
 {
-    const int64_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
-    const int32_t total_shift = 15 - shift;
-    const int64_t rounded = x * reduced + (INT64_C(1) << (total_shift - 1));
-    return (int32_t)(uint32_t)(uint64_t)(rounded >> total_shift);
+    const int32_t reduced = multiplier < 0x7FFF0000 ? (multiplier + (1 << 15)) >> 16 : 0x7FFF;
+    /* (p + 2^(t - 1)) >> t with p = x * reduced, t = 15 - shift >= 8, taken as
+     * ((p >> (t - 1)) + 1) >> 1: the same floor (floor((floor(u) + 1) / 2) =
+     * floor((u + 1) / 2)), with one variable 64-bit shift instead of two. */
+    const int64_t half = (x * reduced) >> (14 - shift);
+    return (int32_t)(uint32_t)(uint64_t)((half + 1) >> 1);
 }
 
 static inline int32_t kiln_clamp(int32_t x, int32_t lo, int32_t hi)
