@@ -61,6 +61,15 @@ class Quant:
         return float(self.scale[0]), int(self.zero_point[0])
 
 
+def same_quant(a: Quant | None, b: Quant | None) -> bool:
+    """Whether two tensors' quantizations are the same (both none, or equal float32
+    scales and zero points): data moved between them keeps its meaning."""
+    if a is None or b is None:
+        return a is None and b is None
+    return (np.array_equal(a.scale.astype(np.float32), b.scale.astype(np.float32))
+            and np.array_equal(a.zero_point, b.zero_point))
+
+
 @dataclass
 class Tensor:
     id: int

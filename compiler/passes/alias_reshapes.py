@@ -9,17 +9,9 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
-
-from ..ir import Graph
+from ..ir import Graph, same_quant
 
 _VIEW_OPS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
-
-
-def _same_quant(a, b) -> bool:
-    if a is None or b is None:
-        return a is b
-    return (np.array_equal(a.scale, b.scale) and np.array_equal(a.zero_point, b.zero_point))
 
 
 def alias_reshapes(graph: Graph) -> Graph:
@@ -35,7 +27,7 @@ def alias_reshapes_in_place(graph: Graph) -> Graph:
             # Not a variable's view: later layers may update the state under it.
             if (not src.is_const and not src.is_variable and src.dtype == dst.dtype
                     and src.size == dst.size
-                    and _same_quant(src.quant, dst.quant)):
+                    and same_quant(src.quant, dst.quant)):
                 dst.alias_of = src.id
                 continue
         kept.append(op)

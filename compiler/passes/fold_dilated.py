@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Graph, Op, Tensor
+from ..ir import Graph, Op, Tensor, same_quant
 
 _CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
 _EXPANDS = ("EXPAND_DIMS", "RESHAPE")
@@ -102,10 +102,7 @@ def _const_ints(graph: Graph, tid: int) -> np.ndarray | None:
 
 
 def _same_quant(a: Tensor, b: Tensor) -> bool:
-    if a.quant is None or b.quant is None:
-        return a.quant is None and b.quant is None
-    return (np.array_equal(a.quant.scale, b.quant.scale)
-            and np.array_equal(a.quant.zero_point, b.quant.zero_point))
+    return same_quant(a.quant, b.quant)
 
 
 # Inputs each op of the pattern must have (a hostile model may give fewer).

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ModelError
-from ...ir import DTYPES, Tensor
+from ...ir import DTYPES, Tensor, same_quant
 from ...numerics import round_half_away
 from ..lowering import LayerCode, LowerCtx, fmt_quant, lowering
 
@@ -56,10 +56,7 @@ def elem_bytes(t: Tensor) -> int:
 
 
 def _same_quant(a: Tensor, b: Tensor) -> bool:
-    if a.quant is None or b.quant is None:
-        return a.quant is None and b.quant is None
-    return (np.array_equal(a.quant.scale.astype(np.float32), b.quant.scale.astype(np.float32))
-            and np.array_equal(a.quant.zero_point, b.quant.zero_point))
+    return same_quant(a.quant, b.quant)
 
 
 def check_moves(ctx: LowerCtx, data_inputs: list[Tensor | None],
