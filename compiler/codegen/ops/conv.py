@@ -829,8 +829,10 @@ def _fc_quant(x: Tensor, w: Tensor, y: Tensor, units: int) -> tuple[np.ndarray, 
         mult, shift = _multipliers(x, w, y, units)
         return mult, shift, 0       # TFLM's per-channel kernel ignores the zero point
     x_scale, w_scale, y_scale = qparams(x)[0], qparams(w)[0], qparams(y)[0]
-    # GetQuantizedConvolutionMultipler: the product is taken in float32.
-    real = float(np.float32(x_scale) * np.float32(w_scale)) / float(np.float32(y_scale))
+    # GetQuantizedConvolutionMultipler: the scales' product taken in double, as the
+    # tflite-micro kiln is checked against does (a float32 product rounds apart for some
+    # scales: tests/test_ops_lstm.py::test_fc_multiplier_is_tflms_double_product).
+    real = float(np.float32(x_scale)) * float(np.float32(w_scale)) / float(np.float32(y_scale))
     m, s = quantize_multiplier(real)
     return (np.full(units, m, dtype=np.int32), np.full(units, s, dtype=np.int32),
             -qparams(w)[1])
