@@ -62,11 +62,15 @@ def cmd_info(args) -> int:
         print(f"  not compilable as is: {terminal(e)}")
         return EXIT_OK
     r = art.report
-    print(f"{'#':>3} {'op':<22} {'kernel':<26} {'output shape':<18} {'MACs':>10}")
+    # Columns as wide as their longest entry (UNIDIRECTIONAL_SEQUENCE_LSTM is 28).
+    w_op = max([22] + [len(op["type"]) for op in r["ops"]])
+    w_kernel = max([26] + [len(op["kernel"]) for op in r["ops"]])
+    print(f"{'#':>3} {'op':<{w_op}} {'kernel':<{w_kernel}} {'output shape':<18} {'MACs':>10}")
     for op in r["ops"]:
         # ASSIGN_VARIABLE and CALL_ONCE write the model state, no output
         shape = r["tensors"][op["outputs"][0]]["shape"] if op["outputs"] else "(state)"
-        print(f"{op['index']:>3} {op['type']:<22} {op['kernel']:<26} {str(shape):<18} {op['macs']:>10,}")
+        print(f"{op['index']:>3} {op['type']:<{w_op}} {op['kernel']:<{w_kernel}} {str(shape):<18} "
+              f"{op['macs']:>10,}")
     total_macs = sum(op["macs"] for op in r["ops"])
     print(f"MACs {total_macs:,}  weights {r['weights_bytes']:,} B  arena {r['arena_bytes']:,} B "
           f"(scratch {r['scratch_bytes']:,} B)")
