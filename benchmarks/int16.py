@@ -3,8 +3,9 @@
 
     python benchmarks/int16.py [--calib N] [--test N] [--qemu BOARD]
 
-For each MLPerf Tiny float model (inputs synthesised "like the data" by
-tests/quantize_inputs.py: calibration seed 0, test seed 1), `kiln quantize` with int8
+For the digits CNN (its own calibration and test sets) and each MLPerf Tiny float model
+(inputs synthesised "like the data" by tests/quantize_inputs.py: calibration seed 0,
+test seed 1), `kiln quantize` with int8
 and with int16 activations (`--activations int16`, 16x8), each compiled for the host and
 run on the test inputs:
 - SQNR: 10·log10(Σ float² / Σ (float − quantized)²) over all outputs, in dB;
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import REPO, mlperf_model, table
+from _common import REPO, mlperf_model, models_root, table
 
 sys.path.insert(0, str(REPO / "tests"))
 import quantize_inputs  # noqa: E402  (the input synthesisers live with the tests)
@@ -32,6 +33,7 @@ from kiln.compiler.frontend.tflite_writer import write  # noqa: E402
 from kiln.compiler.quantize import FloatModel, prepare  # noqa: E402
 
 MODELS = [  # (label, float model, classifier?)
+    ("digits", "digits", True),
     ("KWS", "kws_ref_model_float32", True),
     ("VWW", "vww_96_float", True),
     ("IC ResNet-8", "pretrainedResnet", True),
@@ -81,9 +83,15 @@ def main() -> int:
     args = ap.parse_args()
     rows = []
     for label, stem, classifier in MODELS:
-        g = load(mlperf_model(stem))
-        cal = quantize_inputs.inputs(stem, args.calib, seed=0)
-        x = quantize_inputs.inputs(stem, args.test, seed=1)
+        if stem == "digits":
+            d = models_root() / "digits"
+            g = load(d / "digits_cnn_float.tflite")
+            cal = np.load(d / "digits_calib_x.npy")[:args.calib]
+            x = np.load(d / "digits_test_x.npy")[:args.test]
+        else:
+            g = load(mlperf_model(stem))
+            cal = quantize_inputs.inputs(stem, args.calib, seed=0)
+            x = quantize_inputs.inputs(stem, args.test, seed=1)
         ref = FloatModel(prepare(g)).run([x])[0].reshape(len(x), -1)
         for acts in ("int8", "int16"):
             q = quantize(g, cal, activations=acts)
