@@ -35,6 +35,9 @@ from ...errors import ModelError
 from ..bounds import Extreme, extremes, window_extremes
 from ..lowering import (LayerCode, LowerCtx, Target, c_dims, fused_range, lowering,
                         per_channel_multipliers, qparams)
+from .conv_mve import (MVE_DWCONV, MVE_FC, conv2d_mve_body, conv2d_mve_kernel,
+                       conv2d_mve_scratch, dwconv2d_mve_body, dwconv2d_mve_scratch,
+                       fully_connected_mve_body, mve_candidates)
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 # The bias types TFLM's 16x8 kernels take, per op: int64 everywhere (or none); CONV_2D and
@@ -209,6 +212,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
     else:
         raise ValueError(f"no variants for {op}")
     plain.append({"variant": "generic"})
+    if target.mve:      # Helium first (conv_mve.py), then the DSP ones as on other cores
+        blocked = mve_candidates(op, shape) + blocked
     if target.dsp:
         return blocked + plain
     if target.cpu == "cortex-m3" and blocked and blocked[0]["variant"] == "3x3":
@@ -250,6 +255,8 @@ def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None)
     kiln_conv2d_s8_get_buffer_size, kiln_conv2d_gemm[_oc4|_w8]_s8_get_buffer_size."""
     k = _pick("CONV_2D", shape, target, knobs)
     _, kh, kw, fc = shape.filter
+    if k["variant"] == "mve":
+        return Variant(conv2d_mve_kernel(k), k, conv2d_mve_scratch(shape, k))
     if k["variant"] == "gemm":
         row4 = _round_up4(kw * fc)            # a kernel row, padded to whole words
         kernel = ("kiln_conv2d_gemm_p8_s8" if k["weights"] == "p8"
@@ -265,6 +272,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
     kiln_dwconv2d_3x3_s8_get_buffer_size, kiln_dwconv2d_ch4_s8_get_buffer_size (a pixel
     of padding)."""
     k = _pick("DEPTHWISE_CONV_2D", shape, target, knobs)
+    if k["variant"] == "mve":
+        return Variant(MVE_DWCONV, k, dwconv2d_mve_scratch(shape.input[3], *shape.filter[1:3]))
     if k["variant"] == "generic":
         return Variant("kiln_dwconv2d_s8", k, 0)
     if k["variant"] == "gemm":         # as the CONV_2D with filter (C_out, KH, KW, 1)
@@ -279,6 +288,8 @@ def fully_connected_variant(shape: LayerShape, target: Target,
     """(kernel, knobs, scratch bytes) of a FULLY_CONNECTED; C twin of the size:
     kiln_fully_connected_rows[2|8]_s8_get_buffer_size."""
     k = _pick("FULLY_CONNECTED", shape, target, knobs)
+    if k["variant"] == "mve":
+        return Variant(MVE_FC, k, 0)
     if k.get("weights") == "p8":        # widens its input in registers: no scratch
         return Variant("kiln_fully_connected_rows8_p8_s8", k, 0)
     if k["variant"] == "rows":
@@ -647,6 +658,12 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
     shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act,
                         pairs8=pairs8_ok(weights))
     v = conv2d_variant(shape, ctx.target, ctx.knobs)
+    if v.knobs["variant"] == "mve":         # conv_mve.py: exact for any shift
+        body = conv2d_mve_body(ctx, _conv_params_c("kiln_conv_params_t", g, x, y, act), mult,
+                               shift, folded, v, _call)
+        return LayerCode(kernel=v.kernel, body=body, scratch_bytes=v.scratch,
+                         macs=_conv2d_macs(ctx), summary=_conv2d_summary(ctx, g, v),
+                         knobs=v.knobs, shape=shape)
     kernel, scratch = v.kernel, v.scratch
     gemm = v.knobs["variant"] == "gemm"
     if gemm:
@@ -676,16 +693,25 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
         lines.append(f"const kiln_context_t ctx = {{scratch, {scratch}}};")
         args[0] = "&ctx, " + args[0]
     lines.append(_call(kernel, *args))
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch,
+                     macs=_conv2d_macs(ctx), summary=_conv2d_summary(ctx, g, v), knobs=v.knobs,
+                     shape=shape)
+
+
+def _conv2d_macs(ctx: LowerCtx) -> int:
+    w = ctx.input(1)
+    return int(np.prod(ctx.output(0).shape)) * w.shape[1] * w.shape[2] * w.shape[3]
+
+
+def _conv2d_summary(ctx: LowerCtx, g: ConvGeometry, v: Variant) -> str:
+    x, w = ctx.input(0), ctx.input(1)
     groups = x.shape[3] // w.shape[3]
-    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2] * w.shape[3]
     knobs = _knobs_c(v)
-    summary = (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
-               f"dilation {g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding "
-               f"(top {g.padding[0]}, left {g.padding[1]})"
-               f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}"
-               f"{f'; {knobs}' if knobs else ''}")
-    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=scratch, macs=macs,
-                     summary=summary, knobs=v.knobs, shape=shape)
+    return (f"{w.shape[1]}x{w.shape[2]} filter, stride {g.stride[0]}x{g.stride[1]}, "
+            f"dilation {g.dilation[0]}x{g.dilation[1]}, {g.padding_name} padding "
+            f"(top {g.padding[0]}, left {g.padding[1]})"
+            f"{f', {groups} groups' if groups > 1 else ''}{_act_name(ctx)}"
+            f"{f'; {knobs}' if knobs else ''}")
 
 
 # --- DEPTHWISE_CONV_2D -----------------------------------------------------------------
@@ -728,6 +754,12 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     abs_sums = np.abs(taps).sum(axis=0)
     shape = _conv_shape(x, w, y, g, _live_shifts_fast(shift, abs_sums), act, mult_opt)
     v = dwconv2d_variant(shape, ctx.target, ctx.knobs)
+    if v.knobs["variant"] == "mve":         # conv_mve.py: exact for any shift
+        params_c = _conv_params_c("kiln_dwconv_params_t", g, x, y, act, depth_multiplier=mult_opt)
+        body = dwconv2d_mve_body(ctx, params_c, mult, shift, v.scratch, _call)
+        return LayerCode(kernel=v.kernel, body=body, scratch_bytes=v.scratch,
+                         macs=_dwconv2d_macs(ctx), summary=_dwconv2d_summary(ctx, g, v, mult_opt),
+                         knobs=v.knobs, shape=shape)
     if v.knobs["variant"] == "gemm":
         return _lower_dwconv2d_gemm(ctx, g, act, shape, v)
     kernel = v.kernel
@@ -760,14 +792,23 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     if v.scratch:
         lines.append(f"const kiln_context_t ctx = {{scratch, {v.scratch}}};")
     lines.append(_call(kernel, *args))
-    macs = int(np.prod(y.shape)) * w.shape[1] * w.shape[2]
+    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
+                     macs=_dwconv2d_macs(ctx), summary=_dwconv2d_summary(ctx, g, v, mult_opt),
+                     knobs=v.knobs, shape=shape)
+
+
+def _dwconv2d_macs(ctx: LowerCtx) -> int:
+    w = ctx.input(1)
+    return int(np.prod(ctx.output(0).shape)) * w.shape[1] * w.shape[2]
+
+
+def _dwconv2d_summary(ctx: LowerCtx, g: ConvGeometry, v: Variant, mult_opt: int) -> str:
+    w = ctx.input(1)
     knobs = _knobs_c(v)
-    summary = (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
-               f"stride {g.stride[0]}x{g.stride[1]}, dilation {g.dilation[0]}x{g.dilation[1]}, "
-               f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
-               f"{_act_name(ctx)}{f'; {knobs}' if knobs else ''}")
-    return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch, macs=macs,
-                     summary=summary, knobs=v.knobs, shape=shape)
+    return (f"{w.shape[1]}x{w.shape[2]} filter, depth multiplier {mult_opt}, "
+            f"stride {g.stride[0]}x{g.stride[1]}, dilation {g.dilation[0]}x{g.dilation[1]}, "
+            f"{g.padding_name} padding (top {g.padding[0]}, left {g.padding[1]})"
+            f"{_act_name(ctx)}{f'; {knobs}' if knobs else ''}")
 
 
 def _lower_dwconv2d_gemm(ctx: LowerCtx, g: ConvGeometry, act: tuple[int, int],
@@ -889,6 +930,12 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
                        pairs8=w_off == 0 and pairs8_ok(weights),
                        clamped=act != (-128, 127))
     v = fully_connected_variant(shape, ctx.target, ctx.knobs)
+    if v.knobs["variant"] == "mve":         # conv_mve.py: exact for any shift
+        params_c = "\n".join(_fc_params_c(input_offset, w_off, y, act))
+        body = fully_connected_mve_body(ctx, params_c, mult, shift, folded,
+                                        (s.batches, s.depth, s.units), _call)
+        return LayerCode(kernel=v.kernel, body=body, macs=s.batches * s.depth * s.units,
+                         summary=_fc_summary(ctx, s, v), knobs=v.knobs, shape=shape)
     kernel = v.kernel
     rows = v.knobs["variant"] == "rows"
     if rows:
@@ -910,12 +957,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         param_w_off = w_off
     bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
                           "bias + input_offset * sum(filter row + filter_offset)")
-    lines = [
-        "static const kiln_fc_params_t params = {",
-        f"    .input_offset = {input_offset}, .filter_offset = {param_w_off}, "
-        f".output_offset = {qparams(y)[1]},",
-        f"    .activation = {{{act[0]}, {act[1]}}},",
-        "};",
+    lines = _fc_params_c(input_offset, param_w_off, y, act) + [
         quant,
         f"static const kiln_dims_t input_dims = {{{s.batches}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
@@ -928,13 +970,25 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         lines.append(f"const kiln_context_t ctx = {{scratch, {v.scratch}}};")
         args[0] = "&ctx, " + args[0]
     lines.append(_call(kernel, *args))
-    kind = "per-channel" if w.quant.per_channel else "per-tensor"
-    knobs = _knobs_c(v)
-    summary = (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
-               f"{f'; {knobs}' if knobs else ''}")
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
-                     macs=s.batches * s.depth * s.units, summary=summary, knobs=v.knobs,
-                     shape=shape)
+                     macs=s.batches * s.depth * s.units, summary=_fc_summary(ctx, s, v),
+                     knobs=v.knobs, shape=shape)
+
+
+def _fc_params_c(input_offset: int, filter_offset: int, y: Tensor,
+                 act: tuple[int, int]) -> list[str]:
+    return ["static const kiln_fc_params_t params = {",
+            f"    .input_offset = {input_offset}, .filter_offset = {filter_offset}, "
+            f".output_offset = {qparams(y)[1]},",
+            f"    .activation = {{{act[0]}, {act[1]}}},",
+            "};"]
+
+
+def _fc_summary(ctx: LowerCtx, s: _FcShape, v: Variant) -> str:
+    kind = "per-channel" if ctx.input(1).quant.per_channel else "per-tensor"
+    knobs = _knobs_c(v)
+    return (f"{s.batches} x {s.depth} -> {s.units} units, {kind} weights{_act_name(ctx)}"
+            f"{f'; {knobs}' if knobs else ''}")
 
 
 # --- TRANSPOSE_CONV --------------------------------------------------------------------
