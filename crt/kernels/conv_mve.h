@@ -15,8 +15,10 @@
 
 #if defined(__GNUC__)
 #define KILN_MVE_INLINE static inline __attribute__((always_inline))
+#define KILN_MVE_NOINLINE __attribute__((noinline))
 #else
 #define KILN_MVE_INLINE static inline
+#define KILN_MVE_NOINLINE
 #endif
 
 /*
@@ -61,33 +63,42 @@ KILN_MVE_INLINE int32x4_t kiln_mve_output4(int32x4_t acc, const kiln_mve_quant4_
 }
 
 /*
- * One row of k int8 values times a block of four packed filter rows (the
- * layout of kiln_conv2d_mve_s8: per group of 16 k, 16 bytes of each row,
- * zeros past k): the four dot products as lanes 0-3. The row is read only up
- * to k (the last group is a predicated load, its other lanes zero), so it
- * may end at the end of its buffer.
+ * A receptive field times a block of four packed filter rows: the four dot
+ * products as lanes 0-3. The field is `runs` runs of `len` int8 values, run r
+ * at row + r * step (the rows of a conv window, or one run: a 1x1 pixel, a
+ * FULLY_CONNECTED row); the filter block holds per run ceil(len / 16) groups
+ * of 16 k, 16 bytes of each of the four rows (zeros past len). A run is read
+ * only up to its len (the last group is a predicated load, other lanes
+ * zero), so it may end at the end of its buffer.
  * Overflow: each dot product is bounded by the caller's proof (conv.h); the
  * partial sums are those of the plain kernels in another order, and VMLADAVA
  * wraps modulo 2^32 like them, so the result is the exact one.
  */
-KILN_MVE_INLINE int32x4_t kiln_mve_dot4(const int8_t *row, int32_t k, const int8_t *w)
+KILN_MVE_INLINE int32x4_t kiln_mve_dot4(const int8_t *row, int32_t step, int32_t runs,
+                                        int32_t len, const int8_t *w)
 {
     int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    for (; k >= 16; k -= 16) {
-        const int8x16_t x = vldrbq_s8(row);
-        row += 16;
-        a0 = vmladavaq_s8(a0, x, vldrbq_s8(w));
-        a1 = vmladavaq_s8(a1, x, vldrbq_s8(w + 16));
-        a2 = vmladavaq_s8(a2, x, vldrbq_s8(w + 32));
-        a3 = vmladavaq_s8(a3, x, vldrbq_s8(w + 48));
-        w += 64;
-    }
-    if (k > 0) {
-        const int8x16_t x = vldrbq_z_s8(row, vctp8q((uint32_t)k));
-        a0 = vmladavaq_s8(a0, x, vldrbq_s8(w));
-        a1 = vmladavaq_s8(a1, x, vldrbq_s8(w + 16));
-        a2 = vmladavaq_s8(a2, x, vldrbq_s8(w + 32));
-        a3 = vmladavaq_s8(a3, x, vldrbq_s8(w + 48));
+    const int32_t whole = len / 16;
+    const mve_pred16_t tail = vctp8q((uint32_t)(len - whole * 16));
+    for (int32_t r = 0; r < runs; ++r, row += step) {
+        const int8_t *x = row;
+        for (int32_t g = 0; g < whole; ++g) {
+            const int8x16_t v = vldrbq_s8(x);
+            x += 16;
+            a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
+            a1 = vmladavaq_s8(a1, v, vldrbq_s8(w + 16));
+            a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
+            a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
+            w += 64;
+        }
+        if (whole * 16 < len) {
+            const int8x16_t v = vldrbq_z_s8(x, tail);
+            a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
+            a1 = vmladavaq_s8(a1, v, vldrbq_s8(w + 16));
+            a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
+            a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
+            w += 64;
+        }
     }
     int32x4_t acc = vdupq_n_s32(a0);
     acc = vsetq_lane_s32(a1, acc, 1);

@@ -37,7 +37,7 @@ kiln_status_t kiln_fully_connected_mve_s8(const kiln_fc_params_t *params,
         const int8_t *w = filter;
         const kiln_mve_quant4_t *q = quant;
         for (int32_t u = 0; u < units; u += 4, w += block_bytes, ++q) {
-            const int32x4_t acc = vaddq_s32(kiln_mve_dot4(input, depth, w), term);
+            const int32x4_t acc = vaddq_s32(kiln_mve_dot4(input, 0, 1, depth, w), term);
             vstrbq_p_s32(output + u, kiln_mve_output4(acc, q, off, lo, hi),
                          vctp32q((uint32_t)(units - u)));
         }

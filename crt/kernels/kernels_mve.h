@@ -34,14 +34,15 @@ typedef struct {
 } kiln_mve_quant4_t;
 
 /* CONV_2D with one group, any filter size, stride, dilation and padding, as
- * im2col + GEMM: per output pixel its receptive field of K = KH * KW * C_in
- * int8 values (padding as the input zero point; a 1x1 filter without padding
- * reads the input pixel in place), times four filter rows at once with
- * VMLADAVA.S8 (16 MACs an instruction).
+ * im2col + GEMM: per output pixel its receptive field, KH runs of R = KW * C_in
+ * int8 values (a window inside the input, with dilation 1 along the width, is
+ * read in place; others are gathered into scratch, padding as the input zero
+ * point), times four filter rows at once with VMLADAVA.S8 (16 MACs an
+ * instruction).
  *   filter  packed from OHWI: per block of four output channels (C_out
- *           rounded up to 4, padding channels zero), per group of 16 k (K
- *           rounded up to 16, zeros past K), the 16 bytes of each of the four
- *           channels: ceil(C_out / 4) * ceil(K / 16) * 64 bytes
+ *           rounded up to 4, padding channels zero), per kernel row, per group
+ *           of 16 k (R rounded up to 16, zeros past R), the 16 bytes of each of
+ *           the four channels: ceil(C_out / 4) * KH * ceil(R / 16) * 64 bytes
  *   quant   ceil(C_out / 4) blocks, bias folded as in conv.h
  *   ctx     >= kiln_conv2d_mve_s8_get_buffer_size() bytes (NULL-able when 0)
  * Other arguments as kiln_conv2d_s8. */
@@ -51,10 +52,34 @@ kiln_status_t kiln_conv2d_mve_s8(const kiln_context_t *ctx, const kiln_conv_para
                                  const kiln_dims_t *filter_dims, const int8_t *filter,
                                  const kiln_dims_t *output_dims, int8_t *output);
 
-/* Scratch of kiln_conv2d_mve_s8: one receptive field, K bytes; none for a 1x1
- * filter without padding. */
+/* Scratch of kiln_conv2d_mve_s8: one receptive field, KH kernel rows of KW * C_in
+ * values at a stride of whole 16-byte groups; none when every window lies inside
+ * the input (no padding, dilation 1 along the width). Valid dims and params
+ * (the kernel's own checks). */
 int32_t kiln_conv2d_mve_s8_get_buffer_size(const kiln_conv_params_t *params,
-                                           const kiln_dims_t *filter_dims);
+                                           const kiln_dims_t *input_dims,
+                                           const kiln_dims_t *filter_dims,
+                                           const kiln_dims_t *output_dims);
+
+/* kiln_conv2d_mve_s8 with every window gathered into one compact run of
+ * K = KH * KW * C_in values (fewer padded groups when a kernel row is short,
+ * e.g. KWS's 10x4 filter on one channel; a window of one kernel row inside the
+ * input is read in place).
+ *   filter  packed as kiln_conv2d_mve_s8's with one run of K per channel:
+ *           ceil(C_out / 4) * ceil(K / 16) * 64 bytes
+ *   ctx     >= kiln_conv2d_mve_im2col_s8_get_buffer_size(): K bytes, or none
+ * Other arguments as kiln_conv2d_mve_s8. */
+kiln_status_t kiln_conv2d_mve_im2col_s8(const kiln_context_t *ctx,
+                                        const kiln_conv_params_t *params,
+                                        const kiln_mve_quant4_t *quant,
+                                        const kiln_dims_t *input_dims, const int8_t *input,
+                                        const kiln_dims_t *filter_dims, const int8_t *filter,
+                                        const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_conv2d_mve_im2col_s8_get_buffer_size(const kiln_conv_params_t *params,
+                                                  const kiln_dims_t *input_dims,
+                                                  const kiln_dims_t *filter_dims,
+                                                  const kiln_dims_t *output_dims);
 
 /* DEPTHWISE_CONV_2D with depth multiplier 1, any filter size, stride,
  * dilation and padding: eight channels a pass, int8 input and filter widened

@@ -15,32 +15,80 @@ import numpy as np
 
 from ..lowering import LayerCode, LowerCtx, c_dims, qparams
 
-MVE_CONV = "kiln_conv2d_mve_s8"
 MVE_DWCONV = "kiln_dwconv2d_mve_s8"
 MVE_FC = "kiln_fully_connected_mve_s8"
+# CONV_2D by its "window" knob: the receptive field as its kernel-row runs (read in place
+# inside the input), or gathered into one compact run.
+_MVE_CONV = {"rows": "kiln_conv2d_mve_s8", "im2col": "kiln_conv2d_mve_im2col_s8"}
 
 
-def conv2d_mve_scratch(filter_shape: tuple[int, int, int, int],
-                       padding: tuple[int, int]) -> int:
-    """kiln_conv2d_mve_s8_get_buffer_size: one receptive field, none for an unpadded 1x1."""
-    _, kh, kw, c = filter_shape
-    return 0 if kh == kw == 1 and padding == (0, 0) else kh * kw * c
+def _row16(kw: int, c: int) -> int:
+    """A kernel row of KW * C values rounded up to whole 16-byte groups."""
+    return -(-kw * c // 16) * 16
+
+
+def _windows_inside(shape) -> bool:
+    """Every window of a CONV_2D LayerShape lies inside its input, with dilation 1 along
+    the width (the C's windows_inside)."""
+    reach = [(shape.output[1 + i] - 1) * shape.stride[i] +
+             (shape.filter[1 + i] - 1) * (shape.dilation[0] if i == 0 else 1) for i in range(2)]
+    return shape.padding == (0, 0) and shape.dilation[1] == 1 and \
+        reach[0] < shape.input[1] and reach[1] < shape.input[2]
+
+
+def mve_candidates(op: str, shape) -> list[dict]:
+    """The Helium variants a layer of this LayerShape can use (crt/kernels/kernels_mve.h),
+    the likely faster first. Exact for any shift, so requant_fast does not matter.
+
+    CONV_2D reads a window as KH kernel-row runs, each padded to whole 16-byte groups,
+    or gathers it into one compact run (a copy per output pixel). The first is the one
+    with the lower estimate, from instruction counts on QEMU mps3-an547 (VWW's and
+    ResNet-8's 3x3 layers): about 10 instructions per group of 16 k and block of four
+    channels, 25 per kernel row and block for the run loop, 60 per kernel row to copy."""
+    if op == "CONV_2D" and shape.input[3] == shape.filter[3]:
+        out_c, kh, kw, c = shape.filter
+        blocks = -(-out_c // 4)
+        rows_cost = blocks * kh * (10 * (_row16(kw, c) // 16) + (25 if kh > 1 else 0))
+        compact_cost = 10 * blocks * (-(-kh * kw * c // 16)) + \
+            (0 if kh == 1 and _windows_inside(shape) else 60 * kh)
+        order = ("rows", "im2col") if rows_cost <= compact_cost else ("im2col", "rows")
+        return [{"variant": "mve", "oc_block": 4, "window": w} for w in order]
+    if op == "DEPTHWISE_CONV_2D" and shape.depth_multiplier == 1:
+        return [{"variant": "mve", "ch_block": 8}]
+    if op == "FULLY_CONNECTED":
+        return [{"variant": "mve", "row_block": 4}]
+    return []
+
+
+def conv2d_mve_kernel(knobs: dict) -> str:
+    return _MVE_CONV[knobs["window"]]
+
+
+def conv2d_mve_scratch(shape, knobs: dict) -> int:
+    """kiln_conv2d_mve[_im2col]_s8_get_buffer_size of a CONV_2D LayerShape: one receptive
+    field (kernel rows at a 16-byte stride, or compact), none when every window is read
+    in place."""
+    _, kh, kw, c = shape.filter
+    if knobs["window"] == "im2col":
+        return 0 if kh == 1 and _windows_inside(shape) else kh * kw * c
+    return 0 if _windows_inside(shape) else kh * _row16(kw, c)
 
 
 def dwconv2d_mve_scratch(channels: int, kh: int, kw: int) -> int:
-    """kiln_dwconv2d_mve_s8_get_buffer_size: a (32-bit) pointer per tap and one pixel of
-    zero points."""
-    return 4 * kh * kw + channels
+    """kiln_dwconv2d_mve_s8_get_buffer_size: per tap a (32-bit) pointer and an offset, and
+    one pixel of zero points."""
+    return 8 * kh * kw + channels
 
 
 def pack_mve_rows(rows: np.ndarray) -> np.ndarray:
-    """(R, K) int8 → kiln_conv2d_mve_s8's int8 filter: per block of four rows (R rounded
-    up to 4 with zero rows), per group of 16 k (zeros past K), 16 bytes of each row."""
-    r, k = rows.shape
-    r4, k16 = -(-r // 4) * 4, -(-k // 16) * 16
-    padded = np.zeros((r4, k16), dtype=np.int8)
-    padded[:r, :k] = rows
-    return padded.reshape(r4 // 4, 4, k16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1)
+    """(R, runs, len) int8 → the int8 filter of kiln_conv2d_mve_s8 and
+    kiln_fully_connected_mve_s8: per block of four rows (R rounded up to 4 with zero
+    rows), per run, per group of 16 k (zeros past len), 16 bytes of each row."""
+    r, runs, n = rows.shape
+    r4, n16 = -(-r // 4) * 4, -(-n // 16) * 16
+    padded = np.zeros((r4, runs, n16), dtype=np.int8)
+    padded[:r, :, :n] = rows
+    return padded.reshape(r4 // 4, 4, runs * n16 // 16, 16).transpose(0, 2, 1, 3).reshape(-1)
 
 
 def quant4_blocks(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray,
@@ -81,20 +129,24 @@ def _ctx_arg(lines: list[str], scratch: int) -> str:
 
 
 def conv2d_mve_body(ctx: LowerCtx, params_c: str, mult: np.ndarray, shift: np.ndarray,
-                    folded: np.ndarray, scratch: int, call) -> str:
-    """The C body of a CONV_2D on kiln_conv2d_mve_s8 (`params_c` its kiln_conv_params_t,
-    `call` conv.py's _call)."""
+                    folded: np.ndarray, v, call) -> str:
+    """The C body of a CONV_2D on the kiln_conv2d_mve* kernel of Variant `v` (`params_c`
+    its kiln_conv_params_t, `call` conv.py's _call)."""
     x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
     out_c = y.shape[3]
-    filt = ctx.const("filter", pack_mve_rows(w.data.reshape(out_c, -1)), "int8_t",
-                     f"{w.name} packed in blocks of 4 channels x 16 k for {MVE_CONV} "
+    rows = v.knobs["window"] == "rows"
+    runs = w.data.reshape(out_c, w.shape[1] if rows else 1, -1)
+    filt = ctx.const("filter", pack_mve_rows(runs), "int8_t",
+                     f"{w.name} packed in blocks of 4 channels x 16 k "
+                     f"{'per kernel row' if rows else 'per window'} for {v.kernel} "
                      "(kernels_mve.h)")
+    scratch = v.scratch
     lines = [params_c, _quant_c(ctx, quant4_blocks(folded, mult, shift), "4 channels each"),
              f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
              f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
              f"static const kiln_dims_t output_dims = {c_dims(y.shape)};"]
     arg = _ctx_arg(lines, scratch)
-    lines.append(call(MVE_CONV, f"{arg}, &params, quant", f"&input_dims, {ctx.ptr(x)}",
+    lines.append(call(v.kernel, f"{arg}, &params, quant", f"&input_dims, {ctx.ptr(x)}",
                       f"&filter_dims, {filt}", f"&output_dims, {ctx.ptr(y)}"))
     return "\n".join(lines)
 
@@ -126,7 +178,7 @@ def fully_connected_mve_body(ctx: LowerCtx, params_c: str, mult: np.ndarray,
     depth, units; `params_c` its kiln_fc_params_t with the model's filter_offset)."""
     x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
     batches, depth, units = dims
-    filt = ctx.const("filter", pack_mve_rows(w.data.reshape(units, depth)), "int8_t",
+    filt = ctx.const("filter", pack_mve_rows(w.data.reshape(units, 1, depth)), "int8_t",
                      f"{w.name} packed in blocks of 4 rows x 16 k for {MVE_FC} "
                      "(kernels_mve.h)")
     return "\n".join([
