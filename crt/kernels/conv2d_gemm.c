@@ -549,22 +549,7 @@ static KILN_ALWAYS_INLINE void block(const block_t *k, const uint32_t *w, const 
                                      const kiln_requant_fast_t *q, int8_t *out0, int8_t *out1,
                                      int kind, int full_range)
 {
-    if (kind == GEMM_P8) {
-        int32_t acc[8] = {bias[0], bias[0], bias[0], bias[0],
-                          bias[2], bias[2], bias[2], bias[2]};
-        dot_p8_4x2(w, k->col, k->groups4, acc);
-        const int32_t sums[8] = {acc[2], acc[3],
-                                 bias[1] + kiln_pair_odd(acc[0], acc[2]),
-                                 bias[1] + kiln_pair_odd(acc[1], acc[3]),
-                                 acc[6], acc[7],
-                                 bias[3] + kiln_pair_odd(acc[4], acc[6]),
-                                 bias[3] + kiln_pair_odd(acc[5], acc[7])};
-        const block_t kk = *k;      /* read once: the int8 stores may alias it */
-        store_channel(&kk, sums, 0, q, out0, out1, full_range);
-        store_channel(&kk, sums, 1, q, out0, out1, full_range);
-        store_channel(&kk, sums, 2, q, out0, out1, full_range);
-        store_channel(&kk, sums, 3, q, out0, out1, full_range);
-    } else if (kind == GEMM_4X2) {
+    if (kind == GEMM_4X2) {
         int32_t acc[8] = {bias[0], bias[0], bias[1], bias[1],
                           bias[2], bias[2], bias[3], bias[3]};
         dot_4x2(w, k->col, k->groups4, acc);
@@ -602,9 +587,58 @@ GEMM_BLOCK_FN(block_4x2_full, GEMM_4X2, 1)
 GEMM_BLOCK_FN(block_4x2_clamp, GEMM_4X2, 0)
 GEMM_BLOCK_FN(block_w8_full, GEMM_W8, 1)
 GEMM_BLOCK_FN(block_w8_clamp, GEMM_W8, 0)
-GEMM_BLOCK_FN(block_p8_full, GEMM_P8, 1)
-GEMM_BLOCK_FN(block_p8_clamp, GEMM_P8, 0)
 #undef GEMM_BLOCK_FN
+
+/* store_channel from a kiln_requant_packed_t (mult, shift at the block's
+ * first channel). */
+static KILN_ALWAYS_INLINE void store_channel_p8(const block_t *k, const int32_t *sums, int32_t c,
+                                                const int32_t *mult, const int8_t *shift,
+                                                int8_t *out0, int8_t *out1, int full_range)
+{
+    const int32_t m = mult[c];
+    const int32_t s1 = -(int32_t)shift[c] - 2;
+    const int8_t y0 = kiln_output_packed(sums[2 * c], m, s1, k->out_off, k->act_min,
+                                         k->act_max, full_range);
+    const int8_t y1 = kiln_output_packed(sums[2 * c + 1], m, s1, k->out_off, k->act_min,
+                                         k->act_max, full_range);
+    out1[c] = y1;
+    out0[c] = y0;
+}
+
+/* The int8-pair block of four channels of both pixels (bias, mult, shift and
+ * the outputs at its first channel). */
+static KILN_ALWAYS_INLINE void block_p8(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                        const int32_t *mult, const int8_t *shift, int8_t *out0,
+                                        int8_t *out1, int full_range)
+{
+    int32_t acc[8] = {bias[0], bias[0], bias[0], bias[0], bias[2], bias[2], bias[2], bias[2]};
+    dot_p8_4x2(w, k->col, k->groups4, acc);
+    const int32_t sums[8] = {acc[2], acc[3],
+                             bias[1] + kiln_pair_odd(acc[0], acc[2]),
+                             bias[1] + kiln_pair_odd(acc[1], acc[3]),
+                             acc[6], acc[7],
+                             bias[3] + kiln_pair_odd(acc[4], acc[6]),
+                             bias[3] + kiln_pair_odd(acc[5], acc[7])};
+    const block_t kk = *k;      /* read once: the int8 stores may alias it */
+    store_channel_p8(&kk, sums, 0, mult, shift, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 1, mult, shift, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 2, mult, shift, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 3, mult, shift, out0, out1, full_range);
+}
+
+static KILN_NOINLINE void block_p8_full(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                        const int32_t *mult, const int8_t *shift, int8_t *out0,
+                                        int8_t *out1)
+{
+    block_p8(k, w, bias, mult, shift, out0, out1, 1);
+}
+
+static KILN_NOINLINE void block_p8_clamp(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                         const int32_t *mult, const int8_t *shift, int8_t *out0,
+                                         int8_t *out1)
+{
+    block_p8(k, w, bias, mult, shift, out0, out1, 0);
+}
 
 /* Every output pixel pair; kind and full_range are constants in each
  * instantiation. */
@@ -658,13 +692,12 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
         int32_t oc = 0;
         if (kind == GEMM_P8) {
             for (; oc + 4 <= out_c; oc += 4) {
-                const kiln_requant_fast_t q4[4] = {
-                    kiln_requant_unpack(qp, oc), kiln_requant_unpack(qp, oc + 1),
-                    kiln_requant_unpack(qp, oc + 2), kiln_requant_unpack(qp, oc + 3)};
                 if (full_range) {
-                    block_p8_full(&blk, w, bias + oc, q4, out0 + oc, out1 + oc);
+                    block_p8_full(&blk, w, bias + oc, qp->multiplier + oc, qp->shift + oc,
+                                  out0 + oc, out1 + oc);
                 } else {
-                    block_p8_clamp(&blk, w, bias + oc, q4, out0 + oc, out1 + oc);
+                    block_p8_clamp(&blk, w, bias + oc, qp->multiplier + oc, qp->shift + oc,
+                                   out0 + oc, out1 + oc);
                 }
                 w += 4 * words;
             }
@@ -673,17 +706,21 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
                 int32_t acc[4] = {bias[oc], bias[oc], bias[oc], bias[oc]};
                 dot_p8_2x2(w, col, g.groups4, acc);
                 w += 2 * words;
-                const kiln_requant_fast_t q0 = kiln_requant_unpack(qp, oc);
-                out0[oc] = kiln_output_fast(acc[2], &q0, out_off, act_min, act_max, full_range);
-                out1[oc] = kiln_output_fast(acc[3], &q0, out_off, act_min, act_max, full_range);
+                const int32_t m0 = qp->multiplier[oc];
+                const int32_t e0 = kiln_packed_s1(qp, oc);
+                out0[oc] = kiln_output_packed(acc[2], m0, e0, out_off, act_min, act_max,
+                                              full_range);
+                out1[oc] = kiln_output_packed(acc[3], m0, e0, out_off, act_min, act_max,
+                                              full_range);
                 if (oc + 1 < out_c) {
-                    const kiln_requant_fast_t q1 = kiln_requant_unpack(qp, oc + 1);
+                    const int32_t m1 = qp->multiplier[oc + 1];
+                    const int32_t e1 = kiln_packed_s1(qp, oc + 1);
                     const int32_t s0 = bias[oc + 1] + kiln_pair_odd(acc[0], acc[2]);
                     const int32_t s1 = bias[oc + 1] + kiln_pair_odd(acc[1], acc[3]);
-                    out0[oc + 1] = kiln_output_fast(s0, &q1, out_off, act_min, act_max,
-                                                    full_range);
-                    out1[oc + 1] = kiln_output_fast(s1, &q1, out_off, act_min, act_max,
-                                                    full_range);
+                    out0[oc + 1] = kiln_output_packed(s0, m1, e1, out_off, act_min, act_max,
+                                                      full_range);
+                    out1[oc + 1] = kiln_output_packed(s1, m1, e1, out_off, act_min, act_max,
+                                                      full_range);
                 }
             }
             continue;

@@ -286,13 +286,38 @@ static inline int kiln_requant_packed_valid(const kiln_requant_packed_t *p)
     return p != NULL && p->multiplier != NULL && p->shift != NULL;
 }
 
-/* Channel c of a kiln_requant_packed_t as the kiln_requant_fast_t it stands
- * for (shift in [-31, -2], as the compiler emits). */
-static inline kiln_requant_fast_t kiln_requant_unpack(const kiln_requant_packed_t *p, int32_t c)
+/*
+ * kiln_output_fast from a kiln_requant_packed_t channel: multiplier m and
+ * s1 = -shift - 2 (>= 0). kiln_requantize_fast's (hi + 2^s1) >> (s1 + 1)
+ * is computed as ((hi >> s1) + 1) >> 1, the same floor((hi + 2^s1) / 2^(s1 + 1))
+ * (floor((floor(a) + 1) / 2) = floor((a + 1) / 2)), so no rounding constant
+ * has to be stored or derived per channel.
+ */
+static inline int8_t kiln_output_packed(int32_t acc, int32_t m, int32_t s1, int32_t output_offset,
+                                        int32_t act_min, int32_t act_max, int full_range)
 {
-    const int32_t e = -(int32_t)p->shift[c];
-    const kiln_requant_fast_t q = {p->multiplier[c], (int32_t)1 << (e - 2), e - 1};
-    return q;
+    const uint64_t round = ((uint64_t)(uint32_t)(acc >> 31) << 32) |
+                           (((uint32_t)acc & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
+    const int64_t p = (int64_t)acc * m + (int64_t)round;
+    int32_t v = ((((int32_t)(p >> 32)) >> s1) + 1) >> 1;
+    v += output_offset;
+    if (full_range) {
+#if defined(__ARM_FEATURE_DSP)
+        return (int8_t)__ssat(v, 8);
+#else
+        act_min = -128;
+        act_max = 127;
+#endif
+    }
+    v = v > act_min ? v : act_min;
+    v = v < act_max ? v : act_max;
+    return (int8_t)v;
+}
+
+/* s1 of channel c (shift in [-31, -2], as the compiler emits). */
+static inline int32_t kiln_packed_s1(const kiln_requant_packed_t *p, int32_t c)
+{
+    return -(int32_t)p->shift[c] - 2;
 }
 
 /* Rounds a dot-product depth up to whole groups of four. */

@@ -460,8 +460,9 @@ static KILN_ALWAYS_INLINE void p8_store(const int32_t *sums, int32_t n, int32_t 
                                         int32_t act_min, int32_t act_max, int8_t *out)
 {
     for (int32_t j = 0; j < n; ++j) {
-        const kiln_requant_fast_t q = kiln_requant_unpack(quant, u + j);
-        out[u + j] = kiln_output_fast(sums[j], &q, out_off, act_min, act_max, 0);
+        out[u + j] = kiln_output_packed(sums[j], quant->multiplier[u + j],
+                                        kiln_packed_s1(quant, u + j), out_off, act_min, act_max,
+                                        0);
     }
 }
 
