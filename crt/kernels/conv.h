@@ -314,6 +314,25 @@ kiln_status_t kiln_dwconv2d_ch4_s8(const kiln_context_t *ctx, const kiln_dwconv_
 /* Scratch of kiln_dwconv2d_ch4_s8: C bytes. */
 int32_t kiln_dwconv2d_ch4_s8_get_buffer_size(const kiln_dims_t *input_dims);
 
+/* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, any stride
+ * and padding, C a multiple of 4 (dwconv_3x3_w8.c), with the filter as the
+ * model has it:
+ *   filter  1HWC int8, as is (no packing, no alignment needed)
+ *   bias    C values, not folded (the kernel folds it where it reads padding
+ *           as the zero point); never NULL
+ *   quant   C entries
+ *   ctx     >= kiln_dwconv2d_3x3_w8_s8_get_buffer_size(): one pixel of padding */
+kiln_status_t kiln_dwconv2d_3x3_w8_s8(const kiln_context_t *ctx,
+                                      const kiln_dwconv_params_t *params,
+                                      const kiln_requant_fast_t *quant,
+                                      const kiln_dims_t *input_dims, const int8_t *input,
+                                      const kiln_dims_t *filter_dims, const int8_t *filter,
+                                      const int32_t *bias,
+                                      const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_dwconv2d_3x3_w8_s8: C bytes. */
+int32_t kiln_dwconv2d_3x3_w8_s8_get_buffer_size(const kiln_dims_t *input_dims);
+
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added
  *           (w + filter_offset): per block of four rows, per group,

@@ -409,3 +409,37 @@ kiln_status_t kiln_dwconv2d_ch4_banded_s8(const kiln_band_params_t *band,
     return dw_banded(kiln_dwconv2d_ch4_s8, band, ctx, params, quant, input_dims, input,
                      filter_dims, filter, bias, output_dims, output);
 }
+
+/* kiln_dwconv2d_3x3_w8_s8 reads the model's int8 filter: the band loop of dw_banded
+ * with its signature. */
+kiln_status_t kiln_dwconv2d_3x3_w8_banded_s8(const kiln_band_params_t *band,
+                                             const kiln_context_t *ctx,
+                                             const kiln_dwconv_params_t *params,
+                                             const kiln_requant_fast_t *quant,
+                                             const kiln_dims_t *input_dims, const int8_t *input,
+                                             const kiln_dims_t *filter_dims, const int8_t *filter,
+                                             const int32_t *bias,
+                                             const kiln_dims_t *output_dims, int8_t *output)
+{
+    int32_t copy_bytes;
+    band_dims_t d;
+    if (params == NULL || !bands_valid(band, ctx, &params->conv, input_dims, input, filter_dims,
+                                       output_dims, output, &copy_bytes, &d)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t count = kiln_band_count(band, d.out.h);
+    kiln_dwconv_params_t p = *params;
+    for (int32_t i = 0; i < count; ++i) {
+        band_call_t c;
+        band_call(band, ctx, copy_bytes, &params->conv, &d.in, input, filter_dims->h, &d.out,
+                  output, i, &c);
+        p.conv = c.params;
+        const kiln_status_t status = kiln_dwconv2d_3x3_w8_s8(&c.ctx, &p, quant, &c.in_dims, c.in,
+                                                             filter_dims, filter, bias,
+                                                             &c.out_dims, c.out);
+        if (status != KILN_OK) {
+            return status;
+        }
+    }
+    return KILN_OK;
+}

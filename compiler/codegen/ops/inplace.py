@@ -41,6 +41,7 @@ BANDED_KERNELS = {
     "kiln_dwconv2d_s8": "kiln_dwconv2d_banded_s8",
     "kiln_dwconv2d_3x3_s8": "kiln_dwconv2d_3x3_banded_s8",
     "kiln_dwconv2d_ch4_s8": "kiln_dwconv2d_ch4_banded_s8",
+    "kiln_dwconv2d_3x3_w8_s8": "kiln_dwconv2d_3x3_w8_banded_s8",
 }
 
 # Kernels whose output may sit exactly on a same-shape input (element i from element i).
