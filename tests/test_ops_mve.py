@@ -366,3 +366,51 @@ def test_mlperf_mve_half_of_dsp_on_qemu(tmp_path: Path, model: str):
     print(f"{model}: MVE {r.instructions:,} vs DSP {base.instructions:,} instructions "
           f"({ratio:.3f}x)")
     assert ratio <= 0.5
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_mve_add_sub_on_qemu(tmp_path: Path):
+    """ADD and SUB on QEMU mps3-an547 match tflite-micro: every one of the 65,536 int8
+    input pairs under random quantizations, random inputs with a tail of elements not a
+    multiple of four, every activation (the MVE kernels), and the broadcasting shapes of
+    tests/test_ops_elementwise.py (which keep the plain kernels)."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+    from test_ops_elementwise import SHAPES, Case as EwCase, _grid, _random_cases
+    from tflite_builder import OpSpec, TensorSpec, build_model
+    rng = np.random.default_rng(709)
+    full = _grid()                                # all 65,536 pairs, 16,384 steps of four
+    tail = (rand_int8((1, 7, 9, 13), rng), rand_int8((1, 7, 9, 13), rng))   # 819: a tail of 3
+    cases, pairs = [], []
+    for i, op in enumerate(("ADD", "SUB", "ADD", "SUB")):
+        a, b = full if i < 2 else tail
+        q = [(float(np.float32(rng.uniform(1e-3, 0.3))), int(rng.integers(-128, 128)))
+             for _ in range(3)]
+        q[2] = (max(q[2][0], 4 * max(q[0][0], q[1][0]) / (1 << 20)), q[2][1])
+        act = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")[i]
+        cases.append(EwCase(op, *(TensorSpec(a.shape, scale=s, zero_point=z) for s, z in q),
+                            {"fused_activation_function": act}))
+        pairs.append((a, b))
+    for op in ("ADD", "SUB"):
+        extra = _random_cases(op, rng, len(SHAPES))
+        cases += extra
+        pairs += [(rand_int8(c.a.shape, rng), rand_int8(c.b.shape, rng)) for c in extra]
+    tensors, ops, inputs = [], [], []
+    for c in cases:
+        base = len(tensors)
+        tensors += [c.a, c.b, c.out]
+        ops.append(OpSpec(c.op, [base, base + 1], [base + 2], dict(c.options)))
+        inputs += [base, base + 1]
+    model = build_model(ops, tensors, inputs, [3 * i + 2 for i in range(len(cases))])
+    xs = [x for pair in pairs for x in pair]
+    art = kc.compile(kc.load(model), board=BOARD)
+    kernels = [o["kernel"] for o in art.report["ops"]]
+    assert kernels[:4] == ["kiln_add_mve_s8", "kiln_sub_mve_s8"] * 2
+    assert {"kiln_add_mve_s8", "kiln_sub_mve_s8", "kiln_add_s8"} <= set(kernels)
+    got = create_project(art, board=BOARD, out_dir=tmp_path / "p", inputs=xs).run(
+        timeout=300).outputs
+    for c, g, w in zip(cases, got, run_reference(model, xs)):
+        assert_equal_exact(g, w, c.label())

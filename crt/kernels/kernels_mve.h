@@ -1,9 +1,10 @@
 /*
- * kernels_mve.h - the Helium (MVE) variants of the int8 conv-family kernels, for
- * cores with the M-profile Vector Extension (Cortex-M55, -mcpu=cortex-m55 with a
- * hard-float ABI). Declared on every target; defined only where the compiler
- * has MVE integer support (__ARM_FEATURE_MVE & 1): the compiler
- * (kiln.compiler.codegen.ops.conv.candidates) calls them only on such boards.
+ * kernels_mve.h - the Helium (MVE) variants of the int8 conv-family kernels and
+ * of ADD/SUB, for cores with the M-profile Vector Extension (Cortex-M55,
+ * -mcpu=cortex-m55 with a hard-float ABI). Declared on every target; defined
+ * only where the compiler has MVE integer support (__ARM_FEATURE_MVE & 1): the
+ * compiler (kiln.compiler.codegen.ops.conv.candidates, elementwise.add_variant)
+ * calls them only on such boards.
  *
  * Bit-exact with the plain kernels of conv.h and with tflite-micro: the same
  * folded-bias int32 accumulators, and TFLite's double-rounding requantization
@@ -20,6 +21,7 @@
 #define KILN_KERNELS_MVE_H
 
 #include "conv.h"
+#include "elementwise.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -113,6 +115,20 @@ kiln_status_t kiln_fully_connected_mve_s8(const kiln_fc_params_t *params,
                                           const kiln_dims_t *input_dims, const int8_t *input,
                                           const kiln_dims_t *filter_dims, const int8_t *filter,
                                           const kiln_dims_t *output_dims, int8_t *output);
+
+/* ADD and SUB (kiln_add_params_t's arithmetic, elementwise.h) four elements a
+ * step. Inputs and output of the same dims; with broadcasting they run the
+ * plain kernels (kiln_add_s8, kiln_sub_s8). The output may sit exactly on an
+ * input. */
+kiln_status_t kiln_add_mve_s8(const kiln_add_params_t *params,
+                              const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_sub_mve_s8(const kiln_add_params_t *params,
+                              const kiln_dims_t *input1_dims, const int8_t *input1,
+                              const kiln_dims_t *input2_dims, const int8_t *input2,
+                              const kiln_dims_t *output_dims, int8_t *output);
 
 #ifdef __cplusplus
 }

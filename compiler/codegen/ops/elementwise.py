@@ -203,11 +203,15 @@ def _call(kernel: str, ctx: LowerCtx, params: str | None) -> str:
 
 # --- lowerings -----------------------------------------------------------------------
 
-def add_variant(op_type: str, output_elements: int, dtype: str = "int8") -> str:
+def add_variant(op_type: str, output_elements: int, dtype: str = "int8",
+                mve: bool = False) -> str:
     """The ADD/SUB kernel for an output of this many elements (the only place the
-    choice is made)."""
+    choice is made); `mve`: an MVE target and inputs of the output's shape, where the
+    Helium kernel (crt/kernels/elementwise_mve.c) takes every size."""
     if dtype == "int16":
         return "kiln_add_s16" if op_type == "ADD" else "kiln_sub_s16"
+    if mve:
+        return "kiln_add_mve_s8" if op_type == "ADD" else "kiln_sub_mve_s8"
     if output_elements >= ADD_LUT_MIN_ELEMENTS:
         return "kiln_add_lut_s8"
     return "kiln_add_s8" if op_type == "ADD" else "kiln_sub_s8"
@@ -231,7 +235,8 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     lo, hi = _fused_range(ctx)
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
-    kernel = add_variant(ctx.op.type, out.size, out.dtype)
+    kernel = add_variant(ctx.op.type, out.size, out.dtype,
+                         ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape))
     if kernel == "kiln_add_lut_s8":
         sign = 1 if ctx.op.type == "ADD" else -1
         t1 = ctx.const("input1_table", add_input_table(z1, r1), "int32_t",
