@@ -414,3 +414,38 @@ def test_mve_add_sub_on_qemu(tmp_path: Path):
         timeout=300).outputs
     for c, g, w in zip(cases, got, run_reference(model, xs)):
         assert_equal_exact(g, w, c.label())
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_mve_pooling_on_qemu(tmp_path: Path):
+    """AVERAGE_POOL_2D and MAX_POOL_2D on QEMU mps3-an547 (kiln_avgpool_mve_s8,
+    kiln_maxpool_mve_s8) match tflite-micro: the pool tests' edge shapes (global pools,
+    clipped windows, channel tails around 4 and 16), random ones, rounding ties, and
+    extreme values over a large window."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+    from test_ops_pool import EDGE_SHAPES, batch_model, pool_case, random_pool_cases
+    rng = np.random.default_rng(710)
+    cases = []
+    for op in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        for shape, k, s, padding in EDGE_SHAPES:
+            cases.append(pool_case(op, shape, k, s, padding, "NONE", 0.02, -128))
+            cases.append(pool_case(op, shape, k, s, padding, "RELU6", 0.03, -20))
+        cases += random_pool_cases(op, rng, 24)
+    cases.append(pool_case("AVERAGE_POOL_2D", (1, 2, 2, 64), (2, 2), (2, 2), zp=0))
+    cases.append(pool_case("AVERAGE_POOL_2D", (1, 61, 67, 2), (61, 67), (1, 1), zp=0))
+    model = batch_model(cases)
+    xs = [rand_int8(c.inputs[0].shape, rng) for c in cases]
+    ties = np.array([1, 1, 0, 0, -1, -1, 0, 0, 3, 4, 3, 4, -3, -4, -3, -4], np.int8)
+    xs[-2] = np.tile(ties.reshape(4, 4).T.reshape(1, 2, 2, 4), (1, 1, 1, 16))
+    xs[-1] = rng.choice(np.array([-128, 127], np.int8), xs[-1].shape)
+    art = kc.compile(kc.load(model), board=BOARD)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_avgpool_mve_s8",
+                                                         "kiln_maxpool_mve_s8"}
+    got = create_project(art, board=BOARD, out_dir=tmp_path / "p", inputs=xs).run(
+        timeout=300).outputs
+    for c, g, w in zip(cases, got, run_reference(model, xs)):
+        assert_equal_exact(g, w.reshape(g.shape) if g.size == w.size else w, c.label)

@@ -1,10 +1,10 @@
 /*
- * kernels_mve.h - the Helium (MVE) variants of the int8 conv-family kernels and
- * of ADD/SUB, for cores with the M-profile Vector Extension (Cortex-M55,
+ * kernels_mve.h - the Helium (MVE) variants of the int8 conv-family kernels,
+ * ADD/SUB and pooling, for cores with the M-profile Vector Extension (Cortex-M55,
  * -mcpu=cortex-m55 with a hard-float ABI). Declared on every target; defined
  * only where the compiler has MVE integer support (__ARM_FEATURE_MVE & 1): the
- * compiler (kiln.compiler.codegen.ops.conv.candidates, elementwise.add_variant)
- * calls them only on such boards.
+ * compiler (kiln.compiler.codegen.ops: conv.candidates, elementwise.add_variant,
+ * pool) calls them only on such boards.
  *
  * Bit-exact with the plain kernels of conv.h and with tflite-micro: the same
  * folded-bias int32 accumulators, and TFLite's double-rounding requantization
@@ -22,6 +22,7 @@
 
 #include "conv.h"
 #include "elementwise.h"
+#include "pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -129,6 +130,18 @@ kiln_status_t kiln_sub_mve_s8(const kiln_add_params_t *params,
                               const kiln_dims_t *input1_dims, const int8_t *input1,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+/* AVERAGE_POOL_2D and MAX_POOL_2D (pool.h's semantics and limits): the max 16
+ * channels a vector, the average's sums four channels a vector (int32 lanes),
+ * each divided by its window count as TFLite rounds. Arguments as
+ * kiln_avgpool_s8 and kiln_maxpool_s8. */
+kiln_status_t kiln_avgpool_mve_s8(const kiln_pool_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_maxpool_mve_s8(const kiln_pool_params_t *params,
+                                  const kiln_dims_t *input_dims, const int8_t *input,
+                                  const kiln_dims_t *output_dims, int8_t *output);
 
 #ifdef __cplusplus
 }

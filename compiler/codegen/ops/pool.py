@@ -118,11 +118,18 @@ def _lower(ctx: LowerCtx, kernel: str) -> LayerCode:
     return LayerCode(kernel=kernel, body=body, summary=summary)
 
 
+def _kernel(ctx: LowerCtx, op: str) -> str:
+    """kiln_<op>_s8 / _s16, or on MVE targets the int8 Helium kernel (pool_mve.c)."""
+    if ctx.input(0).dtype != "int8":
+        return f"kiln_{op}_s16"
+    return f"kiln_{op}_mve_s8" if ctx.target.mve else f"kiln_{op}_s8"
+
+
 @lowering("AVERAGE_POOL_2D", check=_check)
 def lower_average_pool(ctx: LowerCtx) -> LayerCode:
-    return _lower(ctx, f"kiln_avgpool_s{8 if ctx.input(0).dtype == 'int8' else 16}")
+    return _lower(ctx, _kernel(ctx, "avgpool"))
 
 
 @lowering("MAX_POOL_2D", check=_check)
 def lower_max_pool(ctx: LowerCtx) -> LayerCode:
-    return _lower(ctx, f"kiln_maxpool_s{8 if ctx.input(0).dtype == 'int8' else 16}")
+    return _lower(ctx, _kernel(ctx, "maxpool"))
