@@ -419,12 +419,19 @@ static const uint32_t *p8_groups_c(const uint32_t *w, const int8_t *row, int32_t
     P8_PAIR_ASM("r8", "r9") P8_PAIR_ASM("r10", "r11")
 #endif
 
+/* What the stores of one output row share. */
+typedef struct {
+    int32_t out_off;
+    int32_t act_min;
+    int32_t act_max;
+} p8_out_t;
+
 /* Eight rows (four pairs) over every group: w is the block, acc as
  * p8_groups_c's. On DSP cores the whole groups, two a trip, are asm on fixed
  * registers (as dot_8rows: w in r0, the input in r1, its end in r2 and acc in
  * r3 on entry; accumulators in r4-r11), the rest plain C. */
-static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t depth,
-                                   int32_t groups4, int32_t acc[8])
+static KILN_ALWAYS_INLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t depth,
+                                        int32_t groups4, int32_t acc[8])
 {
     int32_t g = 0;
 #if defined(__ARM_FEATURE_DSP)
@@ -451,7 +458,51 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
         g = 2 * twice;
     }
 #endif
-    p8_groups_c(w, row, depth, g, groups4, 4, acc);
+    if (g < groups4) {
+        p8_groups_c(w, row, depth, g, groups4, 4, acc);
+    }
+}
+
+/* Rows u .. u + 7 (bias, mult, shift and out at row u): their dot products,
+ * the odd rows' sums recovered, requantized and stored; full_range a constant
+ * (kiln_output_fast). */
+static KILN_ALWAYS_INLINE void p8_block8(const uint32_t *w, const int8_t *row, int32_t depth,
+                                         int32_t groups4, const int32_t *bias,
+                                         const int32_t *mult, const int8_t *shift,
+                                         const p8_out_t *o, int8_t *out, int full_range)
+{
+    int32_t acc[8] = {bias[0], bias[0], bias[2], bias[2], bias[4], bias[4], bias[6], bias[6]};
+    p8_8rows(w, row, depth, groups4, acc);
+    const p8_out_t k = *o;
+    int32_t sums[8];
+    sums[0] = acc[1];
+    sums[1] = bias[1] + kiln_pair_odd(acc[0], acc[1]);
+    sums[2] = acc[3];
+    sums[3] = bias[3] + kiln_pair_odd(acc[2], acc[3]);
+    sums[4] = acc[5];
+    sums[5] = bias[5] + kiln_pair_odd(acc[4], acc[5]);
+    sums[6] = acc[7];
+    sums[7] = bias[7] + kiln_pair_odd(acc[6], acc[7]);
+    for (int32_t j = 0; j < 8; ++j) {
+        out[j] = kiln_output_packed(sums[j], mult[j], -(int32_t)shift[j] - 2, k.out_off,
+                                    k.act_min, k.act_max, full_range);
+    }
+}
+
+static KILN_NOINLINE void p8_block8_full(const uint32_t *w, const int8_t *row, int32_t depth,
+                                         int32_t groups4, const int32_t *bias,
+                                         const int32_t *mult, const int8_t *shift,
+                                         const p8_out_t *o, int8_t *out)
+{
+    p8_block8(w, row, depth, groups4, bias, mult, shift, o, out, 1);
+}
+
+static KILN_NOINLINE void p8_block8_clamp(const uint32_t *w, const int8_t *row, int32_t depth,
+                                          int32_t groups4, const int32_t *bias,
+                                          const int32_t *mult, const int8_t *shift,
+                                          const p8_out_t *o, int8_t *out)
+{
+    p8_block8(w, row, depth, groups4, bias, mult, shift, o, out, 0);
 }
 
 /* Requantizes rows u .. u + n - 1 from their sums into out[u ..]. */
@@ -501,19 +552,16 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
         int8_t *out = output + (size_t)bt * (size_t)units;
         const uint32_t *w = (const uint32_t *)filter;
         int32_t u = 0;
+        const p8_out_t o = {out_off, act_min, act_max};
         for (; u + 8 <= units; u += 8) {
-            int32_t acc[8];
-            for (int32_t j = 0; j < 4; ++j) {
-                acc[2 * j] = acc[2 * j + 1] = bias[u + 2 * j];
+            if (act_min == -128 && act_max == 127) {
+                p8_block8_full(w, row, depth, groups4, bias + u, quant->multiplier + u,
+                               quant->shift + u, &o, out + u);
+            } else {
+                p8_block8_clamp(w, row, depth, groups4, bias + u, quant->multiplier + u,
+                                quant->shift + u, &o, out + u);
             }
-            p8_8rows(w, row, depth, groups4, acc);
             w += 8 * groups4;
-            int32_t sums[8];
-            for (int32_t j = 0; j < 4; ++j) {
-                sums[2 * j] = acc[2 * j + 1];
-                sums[2 * j + 1] = bias[u + 2 * j + 1] + kiln_pair_odd(acc[2 * j], acc[2 * j + 1]);
-            }
-            p8_store(sums, 8, u, quant, out_off, act_min, act_max, out);
         }
         for (; u < units; u += 2) {     /* the last pairs (a lone row with a zero one) */
             int32_t acc[2] = {bias[u], bias[u]};
