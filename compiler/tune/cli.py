@@ -1,4 +1,4 @@
-"""`kiln tune MODEL --board B [--trials N] [--workers N] -o RECORDS.jsonl`.
+"""`kiln tune MODEL --board B [--trials N] [--workers N] [--ray ADDRESS] -o RECORDS.jsonl`.
 
 Appends to RECORDS (creating it): a rerun measures only what the file does not hold.
 Progress goes to stderr (a bar on a terminal, a line per tenth otherwise); the summary

@@ -2,10 +2,11 @@
 
 The host that runs `kiln tune` (the driver) keeps the whole tuning loop of tuner.py:
 the search, the batches, the records file and the progress line. Only the measurement
-moves: each batch's tuning firmware is built here, once, put in Ray's object store, and
-measured by a worker actor (FarmWorker) on some node of the cluster, which streams its
-Measurements back one by one, so the records grow as results arrive, whichever node
-they come from. Each record says where it was measured ("node": host and Ray node id,
+moves: a round's candidates go into as few tuning firmwares as the board holds (one,
+usually), each built here, once, and put in Ray's object store; its candidates are
+shared out among the workers (FarmWorker actors on the nodes), which boot or flash the
+same firmware and stream their Measurements back one by one, so the records grow as
+results arrive, whichever node they come from. Each record says where it was measured ("node": host and Ray node id,
 "worker": "qemu" or the board and its port).
 
 Workers:
@@ -41,6 +42,7 @@ import socket
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -323,21 +325,38 @@ class Farm:
 
     def measure_batch(self, batch: Batch, target, options: MeasureOptions,
                       on_result: Callable[[Measurement], None], board=None) -> float:
-        """tuner's measure step on the farm: build the batch here, ship it, and measure
-        it on free workers until every candidate has a result (or the run is aborted).
-        Returns the seconds the build took."""
-        ray = self._ray
+        """tuner's measure step on the farm: build the batch here once, ship it, and
+        measure its candidates in shares, one per live worker, all at once, until every
+        candidate has a result (or the run is aborted). A tuning build compiles all of
+        kiln's kernels (seconds), a share is a boot or a flash: one firmware for many
+        workers keeps the driver's builds from being the bottleneck. Returns the seconds
+        the build took."""
         with self._builds:
             with built_firmware(batch, target, options, board) as (project, build_s):
                 fw = _shipped(project, batch)
-        ref = ray.put(fw)
+        ref = self._ray.put(fw)
         workloads = {w.key: w for w, _ in batch.candidates}
-        remaining = {(w.key, knobs_id(k)) for w, k in batch.candidates}
+        # Shares of consecutive candidates: a workload's stay together where they can (a
+        # worker runs the reference kernel once per workload it measures).
+        wanted = sorted({(w.key, knobs_id(k)) for w, k in batch.candidates})
+        n = max(1, min(len(wanted), sum(1 for s in self.slots if not s.down)))
+        shares = [wanted[i * len(wanted) // n:(i + 1) * len(wanted) // n] for i in range(n)]
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            futures = [pool.submit(self._measure_share, ref, set(share), workloads, options,
+                                   on_result) for share in shares]
+            for f in futures:
+                f.result()              # the first failure, once every share has ended
+        return build_s
+
+    def _measure_share(self, ref, remaining: set, workloads: dict, options: MeasureOptions,
+                       on_result: Callable[[Measurement], None]) -> None:
+        """Measure `remaining` (workload key, knobs id) of the firmware `ref` on the next
+        free worker; what a lost worker leaves goes to the next one."""
         lost = 0
         while remaining and not self._aborted.is_set():
             slot = self._take()
             if slot is None:
-                break
+                return
             try:
                 for m in self._stream(slot, ref, sorted(remaining), options):
                     key = (m.workload.key, knobs_id(m.knobs))
@@ -350,7 +369,7 @@ class Farm:
                 self._free.put(slot)
             except self._lost as e:
                 if self._aborted.is_set():
-                    break
+                    return
                 lost += 1
                 self._recover(slot, e)
                 if lost >= ATTEMPTS:
@@ -370,7 +389,6 @@ class Farm:
                     raise cause from None
                 raise TransportError(f"worker on {slot.node} failed: "
                                      f"{_first_line(e)}") from None
-        return build_s
 
     def _stream(self, slot: Slot, ref, wanted: list, options: MeasureOptions):
         """The worker's Measurements as they come; stops waiting on abort."""

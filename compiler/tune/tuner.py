@@ -287,7 +287,8 @@ def tune(graph: Graph, board: str, records: Records, options: TuneOptions | None
             if not items:
                 break
             batches = []
-            for group in _split(items, workers):
+            # A farm builds one firmware for many workers (farm.py): split only to fit.
+            for group in _split(items, 1 if farm is not None else workers):
                 fitting, unfit = _fitting_batches(group, target, flash, ram)
                 batches += fitting
                 skip(unfit)
