@@ -57,7 +57,17 @@ static inline uint32_t sxtab16_ror8(uint32_t off, uint32_t x)
     __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(off), "r"(x));
     return r;
 }
+/* Lane by lane int16 sums (SADD16; the callers' sums never wrap). */
+static inline uint32_t sadd16(uint32_t a, uint32_t b)
+{
+    return (uint32_t)__sadd16((int16x2_t)a, (int16x2_t)b);
+}
 #else
+static inline uint32_t sadd16(uint32_t a, uint32_t b)
+{
+    return kiln_pack16(kiln_lane0(a) + kiln_lane0(b), kiln_lane1(a) + kiln_lane1(b));
+}
+
 static inline uint32_t sxtab16(uint32_t off, uint32_t x)
 {
     const uint32_t e = kiln_sxtb16(x);
@@ -100,60 +110,90 @@ typedef struct {
     } while (0)
 
 /*
- * kiln_requantize_fast in four instructions, from a block's table rq of
- * (multiplier', round, right_shift) per channel, multiplier' = 2 * multiplier
- * - 2^32 (an int32: multiplier is in [2^30, 2^31)):
- *   r = acc + floor((acc * multiplier' + 2^31) / 2^32)        SMMLAR
- *     = floor((2 * acc * multiplier + 2^31) / 2^32) = floor((acc * m + 2^30) / 2^31),
- *     TFLite's rounding doubling high multiply (kiln_requantize_fast, step 1)
- *     with no bound on acc (acc * 2m < 2^63 and r fits int32);
- *   then TFLite's rounding division of r by 2^e, e = right_shift + 1,
- *   floor((r - [r < 0] + 2^(e-1)) / 2^e), as
- *   ((r + (r >> 31)) >> 1) + round) >> right_shift (floor((floor(a / 2) + k) / n)
- *   = floor((a + 2k) / 2n); |(r + (r >> 31)) >> 1| < 2^30 and round <= 2^29,
- *   so the sum fits int32).
+ * kiln_output_fast in five instructions (SMMLAR, ADD, ASR, ADD, SSAT) from a
+ * channel's (multiplier', right_shift), multiplier' = 2 * multiplier - 2^32
+ * (an int32: multiplier is in [2^30, 2^31)), and the layer's k = 1 + 2 *
+ * output_offset. With e = right_shift + 1 = -shift, x = acc:
+ * 1. r = x + floor((x * multiplier' + 2^31) / 2^32)          SMMLAR
+ *      = floor((2 * x * multiplier + 2^31) / 2^32) = floor((x * m + 2^30) / 2^31),
+ *    TFLite's rounding doubling high multiply (see kiln_requantize_fast, step 1),
+ *    for any int32 x (|x * 2m| < 2^63; r fits int32, r > -2^31).
+ * 2. TFLite's rounding division of r by 2^e is floor((t + 2^(e-1)) / 2^e) with
+ *    t = r - [r < 0] = r + (r >> 31) (no overflow: r > -2^31). Nesting floors,
+ *    floor((t + 2^(e-1)) / 2^e) = floor((floor(t / 2^(e-1)) + 1) / 2)
+ *    = ((t >> right_shift) + 1) >> 1.
+ * 3. Plus the output zero point: ((t >> right_shift) + 1 + 2 * output_offset) >> 1,
+ *    the last shift inside the SSAT (|t >> right_shift| <= 2^30: no overflow).
+ * The tests compare it with kiln_requantize (host) and TFLM (QEMU).
  */
 typedef struct {
-    int32_t multiplier2, round, right_shift;
+    int32_t multiplier2, right_shift;
 } dw_rq_t;
 
-static KILN_ALWAYS_INLINE int32_t dw_requantize(int32_t acc, const dw_rq_t *q)
+static KILN_ALWAYS_INLINE int32_t dw_mulhigh(int32_t acc, int32_t multiplier2)
 {
 #if defined(__ARM_FEATURE_DSP)
     int32_t r;
-    __asm__("smmlar %0, %1, %2, %1" : "=r"(r) : "r"(acc), "r"(q->multiplier2));
+    __asm__("smmlar %0, %1, %2, %1" : "=r"(r) : "r"(acc), "r"(multiplier2));
+    return r;
 #else
-    const int64_t m = (int64_t)((uint32_t)q->multiplier2 >> 1);
-    const int32_t r = (int32_t)(((int64_t)acc * m + ((int64_t)1 << 30)) >> 31);
+    const int64_t m = (int64_t)((uint32_t)multiplier2 >> 1);
+    return (int32_t)(((int64_t)acc * m + ((int64_t)1 << 30)) >> 31);
 #endif
-    return (q->round + ((r + (r >> 31)) >> 1)) >> q->right_shift;
 }
 
-static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, const dw_rq_t *q, int32_t out_off,
-                                           int32_t act_min, int32_t act_max, int full_range)
+/* Requantized, plus the output zero point, clamped: k = 1 + 2 * output_offset. */
+static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, int32_t multiplier2, int32_t right_shift,
+                                           int32_t k, int32_t act_min, int32_t act_max,
+                                           int full_range)
 {
-    int32_t v = dw_requantize(acc, q) + out_off;
+    const int32_t r = dw_mulhigh(acc, multiplier2);
+    const int32_t u = ((r + (r >> 31)) >> right_shift) + k;
     if (full_range) {
 #if defined(__ARM_FEATURE_DSP)
-        return (int8_t)__ssat(v, 8);
+        int32_t v;
+        __asm__("ssat %0, #8, %1, asr #1" : "=r"(v) : "r"(u));
+        return (int8_t)v;
 #else
         act_min = -128;
         act_max = 127;
 #endif
     }
-    v = v > act_min ? v : act_min;
+    int32_t v = u >> 1;
+    v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
     v = v < act_max ? v : act_max;
     return (int8_t)v;
 }
 
-/* Requantizes and stores one pixel's four channels (out_off, act_min, act_max and
- * full_range in scope); all four before the first store. */
+/* Requantizes and stores one pixel's four channels from the block's table q (k,
+ * act_min, act_max and full_range in scope); all four before the first store. */
 #define DW_STORE(o, q, a0, a1, a2, a3)                                           \
     do {                                                                         \
-        const int8_t y0_ = dw_output(a0, &(q)[0], out_off, act_min, act_max, full_range); \
-        const int8_t y1_ = dw_output(a1, &(q)[1], out_off, act_min, act_max, full_range); \
-        const int8_t y2_ = dw_output(a2, &(q)[2], out_off, act_min, act_max, full_range); \
-        const int8_t y3_ = dw_output(a3, &(q)[3], out_off, act_min, act_max, full_range); \
+        const int8_t y0_ = dw_output(a0, (q)[0].multiplier2, (q)[0].right_shift, k, \
+                                     act_min, act_max, full_range);              \
+        const int8_t y1_ = dw_output(a1, (q)[1].multiplier2, (q)[1].right_shift, k, \
+                                     act_min, act_max, full_range);              \
+        const int8_t y2_ = dw_output(a2, (q)[2].multiplier2, (q)[2].right_shift, k, \
+                                     act_min, act_max, full_range);              \
+        const int8_t y3_ = dw_output(a3, (q)[3].multiplier2, (q)[3].right_shift, k, \
+                                     act_min, act_max, full_range);              \
+        (o)[0] = y0_;                                                            \
+        (o)[1] = y1_;                                                            \
+        (o)[2] = y2_;                                                            \
+        (o)[3] = y3_;                                                            \
+    } while (0)
+
+/* The same from kiln_requant_fast_t entries (the edge pixels, every block). */
+#define DW_STORE_FAST(o, q, a0, a1, a2, a3)                                      \
+    do {                                                                         \
+        const int8_t y0_ = dw_output(a0, (int32_t)((uint32_t)(q)[0].multiplier << 1), \
+                                     (q)[0].right_shift, k, act_min, act_max, 0); \
+        const int8_t y1_ = dw_output(a1, (int32_t)((uint32_t)(q)[1].multiplier << 1), \
+                                     (q)[1].right_shift, k, act_min, act_max, 0); \
+        const int8_t y2_ = dw_output(a2, (int32_t)((uint32_t)(q)[2].multiplier << 1), \
+                                     (q)[2].right_shift, k, act_min, act_max, 0); \
+        const int8_t y3_ = dw_output(a3, (int32_t)((uint32_t)(q)[3].multiplier << 1), \
+                                     (q)[3].right_shift, k, act_min, act_max, 0); \
         (o)[0] = y0_;                                                            \
         (o)[1] = y1_;                                                            \
         (o)[2] = y2_;                                                            \
@@ -163,9 +203,9 @@ static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, const dw_rq_t *q, int32_
 /* One interior output pixel from r, its first tap (filter row ky at r + ky * row). */
 static KILN_ALWAYS_INLINE void dw_interior_pixel(const int8_t *r, size_t c, size_t row,
                                                  const uint32_t *w, const int32_t *bias,
-                                                 const dw_rq_t *quant,
-                                                 int32_t out_off, int32_t act_min,
-                                                 int32_t act_max, int8_t *o, int full_range)
+                                                 const dw_rq_t *quant, int32_t k,
+                                                 int32_t act_min, int32_t act_max, int8_t *o,
+                                                 int full_range)
 {
     int32_t a0 = bias[0];
     int32_t a1 = bias[1];
@@ -232,7 +272,7 @@ static KILN_ALWAYS_INLINE void dw_block(const dw_layer_t *g, const int8_t *image
                                         const dw_rq_t *rq, int8_t *out, int full_range)
 {
     const kiln_conv_params_t *p = g->p;
-    const int32_t out_off = p->output_offset;
+    const int32_t k = 1 + 2 * p->output_offset;
     const int32_t act_min = p->activation.min;
     const int32_t act_max = p->activation.max;
     const size_t c = (size_t)g->in_c;
@@ -244,8 +284,7 @@ static KILN_ALWAYS_INLINE void dw_block(const dw_layer_t *g, const int8_t *image
                           (size_t)(g->ox0 * p->stride.w - p->padding.w) * c;
         int8_t *o = out + (size_t)oy * out_row + (size_t)g->ox0 * c;
         for (int32_t ox = g->ox0; ox < g->ox1; ++ox, r += step, o += c) {
-            dw_interior_pixel(r, c, row, w, folded, rq, out_off, act_min, act_max, o,
-                              full_range);
+            dw_interior_pixel(r, c, row, w, folded, rq, k, act_min, act_max, o, full_range);
         }
     }
 }
@@ -273,10 +312,10 @@ static KILN_ALWAYS_INLINE void dw_edge_pixel(const dw_layer_t *g, const int8_t *
                                              const int8_t *filter, const int32_t *bias,
                                              const kiln_requant_fast_t *quant,
                                              const int8_t *pad, int32_t oy, int32_t ox,
-                                             int8_t *out, int full_range)
+                                             int8_t *out)
 {
     const kiln_conv_params_t *p = g->p;
-    const int32_t out_off = p->output_offset;
+    const int32_t k = 1 + 2 * p->output_offset;
     const int32_t act_min = p->activation.min;
     const int32_t act_max = p->activation.max;
     const uint32_t off = (uint32_t)(uint16_t)p->input_offset * UINT32_C(0x00010001);
@@ -293,15 +332,15 @@ static KILN_ALWAYS_INLINE void dw_edge_pixel(const dw_layer_t *g, const int8_t *
                                    : image + (size_t)iy * g->row + (size_t)ix * c;
         }
     }
-    for (size_t k = 0; k < c; k += 4) {
-        int32_t a0 = bias[k];
-        int32_t a1 = bias[k + 1];
-        int32_t a2 = bias[k + 2];
-        int32_t a3 = bias[k + 3];
-        const int8_t *f = filter + k;
+    for (size_t j = 0; j < c; j += 4) {
+        int32_t a0 = bias[j];
+        int32_t a1 = bias[j + 1];
+        int32_t a2 = bias[j + 2];
+        int32_t a3 = bias[j + 3];
+        const int8_t *f = filter + j;
 #define DW_EDGE_TAP(t)                                                           \
     do {                                                                         \
-        const uint32_t x = kiln_load_s8x4(tap[t] + k);                           \
+        const uint32_t x = kiln_load_s8x4(tap[t] + j);                           \
         const uint32_t v = kiln_load_s8x4(f);                                    \
         f += c;                                                                  \
         DW_MAC(sxtab16(off, x), sxtab16_ror8(off, x), kiln_sxtb16(v),            \
@@ -317,7 +356,7 @@ static KILN_ALWAYS_INLINE void dw_edge_pixel(const dw_layer_t *g, const int8_t *
         DW_EDGE_TAP(7);
         DW_EDGE_TAP(8);
 #undef DW_EDGE_TAP
-        KILN_DW_STORE4(out + k, quant + k, a0, a1, a2, a3);
+        DW_STORE_FAST(out + j, quant + j, a0, a1, a2, a3);
     }
 }
 
@@ -334,10 +373,10 @@ static KILN_NOINLINE void dw_edges(const dw_layer_t *g, const int8_t *image,
                 ox = g->ox1 - 1;                /* the interior: done block by block */
                 continue;
             }
-            /* One instance (clamping, right for any range): edge pixels are the
+            /* One instance (it clamps: right for any range): edge pixels are the
              * fewer, and the code is half the size. */
             int8_t *o = out + ((size_t)oy * (size_t)g->out_w + (size_t)ox) * c;
-            dw_edge_pixel(g, image, filter, bias, quant, pad, oy, ox, o, 0);
+            dw_edge_pixel(g, image, filter, bias, quant, pad, oy, ox, o);
         }
     }
 }
@@ -396,19 +435,27 @@ static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_
             /* The block's taps as int16 pairs, (c0, c2) then (c1, c3) per tap, and its
              * folded bias. */
             uint32_t w[18];
-            int32_t folded[4] = {bias[c], bias[c + 1], bias[c + 2], bias[c + 3]};
+            /* The sums of the taps (c0, c2) and (c1, c3) as int16 lanes (|sum| <= 9 * 128):
+             * the block's folded bias. A band of a banded twin repeats this per call. */
+            uint32_t sum_e = 0;
+            uint32_t sum_o = 0;
             for (int32_t t = 0; t < 9; ++t) {
-                const int8_t *f = filter + (size_t)t * (size_t)in_c + c;
-                w[2 * t] = kiln_sxtb16(kiln_load_s8x4(f));
-                w[2 * t + 1] = kiln_sxtb16_ror8(kiln_load_s8x4(f));
-                for (int32_t j = 0; j < 4; ++j) {
-                    folded[j] += p->input_offset * f[j];
-                }
+                const uint32_t v = kiln_load_s8x4(filter + (size_t)t * (size_t)in_c + c);
+                w[2 * t] = kiln_sxtb16(v);
+                w[2 * t + 1] = kiln_sxtb16_ror8(v);
+                sum_e = sadd16(sum_e, w[2 * t]);
+                sum_o = sadd16(sum_o, w[2 * t + 1]);
             }
+            const int32_t off = p->input_offset;
+            const int32_t folded[4] = {
+                bias[c] + off * (int16_t)(uint16_t)sum_e,
+                bias[c + 1] + off * (int16_t)(uint16_t)sum_o,
+                bias[c + 2] + off * (int16_t)(uint16_t)(sum_e >> 16),
+                bias[c + 3] + off * (int16_t)(uint16_t)(sum_o >> 16),
+            };
             dw_rq_t rq[4];
             for (int32_t j = 0; j < 4; ++j) {
                 rq[j].multiplier2 = (int32_t)((uint32_t)quant[c + j].multiplier << 1);
-                rq[j].round = quant[c + j].round;
                 rq[j].right_shift = quant[c + j].right_shift;
             }
             const int8_t *im = image + c;
