@@ -353,25 +353,32 @@ static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int
                                      int32_t acc[8])
 {
 #if defined(__ARM_FEATURE_DSP)
-    const uint32_t pairs = (uint32_t)groups4 / 2u;                      /* 2 groups a trip */
+    /* Four groups a trip (the trip's end check is three instructions), then
+     * two and one as the last bits of groups4 say (r12's slot on the stack). */
+    const uint32_t quads = (uint32_t)groups4 / 4u;
     register const uint32_t *w_ __asm__("r0") = w;
     register const uint32_t *col_ __asm__("r1") = col;
-    register const uint32_t *end_ __asm__("r2") = col + 8u * pairs;
+    register const uint32_t *end_ __asm__("r2") = col + 16u * quads;
     register int32_t *acc_ __asm__("r3") = acc;
-    register uint32_t odd_ __asm__("r12") = (uint32_t)groups4 & 1u;
+    register uint32_t rest_ __asm__("r12") = (uint32_t)groups4 & 3u;
     __asm__ volatile("push {r2-r12, lr}\n\t"
                      "ldm r3, {r4-r11}\n\t"
                      "cmp r1, r2\n\t"
                      "beq 2f\n"
                      "1:\n\t"
-                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
-                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
                      "ldr r2, [sp]\n\t"
                      "cmp r1, r2\n\t"
                      "bne 1b\n"
                      "2:\n\t"
-                     "ldr r2, [sp, #40]\n\t"        /* the odd flag (r12's slot) */
-                     "cmp r2, #0\n\t"
+                     "ldr r2, [sp, #40]\n\t"        /* groups4 & 3 (r12's slot) */
+                     "tst r2, #2\n\t"
+                     "beq 4f\n\t"
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     "4:\n\t"
+                     "ldr r2, [sp, #40]\n\t"
+                     "tst r2, #1\n\t"
                      "beq 3f\n\t"
                      GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
                      "3:\n\t"
@@ -379,7 +386,7 @@ static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int
                      "stm r3, {r4-r11}\n\t"
                      "pop {r2-r12, lr}"
                      : "+r"(w_), "+r"(col_)
-                     : "r"(end_), "r"(acc_), "r"(odd_)
+                     : "r"(end_), "r"(acc_), "r"(rest_)
                      : "cc", "memory");     /* reads w and col, updates acc */
 #else
     uint32_t w0;
