@@ -191,6 +191,11 @@ static KILN_MVE_NOINLINE void conv_in_place(const geometry_t *gp, const kiln_mve
     const int32_t out_image = g.out_h * g.out_w * g.out_c;
     const int32_t px_step = g.stride_w * g.in_c;            /* next pixel in a row */
     const int32_t row_step = g.stride_h * g.in_w * g.in_c;  /* next output row */
+    /* Rows that follow on from each other (stride 1, as wide as the input: pointwise
+     * layers, their pixel bands) are walked as one row. */
+    const int one_row = row_step == g.out_w * px_step;
+    const int32_t rows = one_row ? 1 : g.out_h;
+    const int32_t cols = one_row ? g.out_h * g.out_w : g.out_w;
     for (int32_t b = 0; b < g.out_n; ++b, input += g.in_image, output += out_image) {
         const int8_t *w = filter;
         for (int32_t oc = 0; oc < g.out_c; oc += 4, w += g.block_bytes) {
@@ -201,9 +206,9 @@ static KILN_MVE_NOINLINE void conv_in_place(const geometry_t *gp, const kiln_mve
             const mve_pred16_t lanes = vctp32q((uint32_t)(g.out_c - oc));
             int8_t *out = output + oc;
             const int8_t *first = input;
-            for (int32_t oy = 0; oy < g.out_h; ++oy, first += row_step) {
+            for (int32_t oy = 0; oy < rows; ++oy, first += row_step) {
                 const int8_t *row = first;
-                for (int32_t ox = 0; ox < g.out_w; ++ox, row += px_step, out += g.out_c) {
+                for (int32_t ox = 0; ox < cols; ++ox, row += px_step, out += g.out_c) {
                     const int32x4_t v = block_output(kiln_mve_dot4(row, 0, 1, g.len, w), bias,
                                                      mult, left, neg_right, g.offset, lo, hi);
                     vstrbq_p_s32(out, v, lanes);

@@ -23,6 +23,7 @@
 #include "conv.h"
 #include "elementwise.h"
 #include "pool.h"
+#include "inplace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -130,6 +131,35 @@ kiln_status_t kiln_sub_mve_s8(const kiln_add_params_t *params,
                               const kiln_dims_t *input1_dims, const int8_t *input1,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output);
+
+/* Banded twins (inplace.h: each band one call of the kernel above, so the
+ * output may overlap the input as the planner allows); same arguments after
+ * `band` and `ctx` (the copy area, then the kernel's own scratch). */
+kiln_status_t kiln_conv2d_mve_banded_s8(const kiln_band_params_t *band,
+                                        const kiln_context_t *ctx,
+                                        const kiln_conv_params_t *params,
+                                        const kiln_mve_quant4_t *quant,
+                                        const kiln_dims_t *input_dims, const int8_t *input,
+                                        const kiln_dims_t *filter_dims, const int8_t *filter,
+                                        const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_conv2d_mve_im2col_banded_s8(const kiln_band_params_t *band,
+                                               const kiln_context_t *ctx,
+                                               const kiln_conv_params_t *params,
+                                               const kiln_mve_quant4_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int8_t *filter,
+                                               const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_dwconv2d_mve_banded_s8(const kiln_band_params_t *band,
+                                          const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_mve_quant4_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int8_t *filter,
+                                          const kiln_dims_t *output_dims, int8_t *output);
 
 /* AVERAGE_POOL_2D and MAX_POOL_2D (pool.h's semantics and limits): the max 16
  * channels a vector, the average's sums four channels a vector (int32 lanes),

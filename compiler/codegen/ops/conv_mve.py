@@ -122,9 +122,10 @@ def _quant_c(ctx: LowerCtx, blocks: np.ndarray, what: str) -> str:
 
 
 def _ctx_arg(lines: list[str], scratch: int) -> str:
-    if not scratch:
-        return "NULL"
-    lines.append(f"const kiln_context_t ctx = {{scratch, {scratch}}};")
+    """The context line of a kernel that takes one (an empty one without scratch, which
+    the banded rewrite replaces like the others: ops/inplace.py)."""
+    lines.append(f"const kiln_context_t ctx = {{scratch, {scratch}}};" if scratch else
+                 "const kiln_context_t ctx = {NULL, 0};")
     return "&ctx"
 
 

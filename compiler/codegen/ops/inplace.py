@@ -41,6 +41,9 @@ BANDED_KERNELS = {
     "kiln_dwconv2d_s8": "kiln_dwconv2d_banded_s8",
     "kiln_dwconv2d_3x3_s8": "kiln_dwconv2d_3x3_banded_s8",
     "kiln_dwconv2d_ch4_s8": "kiln_dwconv2d_ch4_banded_s8",
+    "kiln_conv2d_mve_s8": "kiln_conv2d_mve_banded_s8",
+    "kiln_conv2d_mve_im2col_s8": "kiln_conv2d_mve_im2col_banded_s8",
+    "kiln_dwconv2d_mve_s8": "kiln_dwconv2d_mve_banded_s8",
     "kiln_dwconv2d_3x3_w8_s8": "kiln_dwconv2d_3x3_w8_banded_s8",
 }
 
@@ -184,7 +187,9 @@ def overlap_modes(graph: Graph, op: Op, layer: int, code: LayerCode) -> list[Ove
     return []
 
 
-_CTX_LINE = re.compile(r"^const kiln_context_t ctx = \{scratch, (\d+)\};\n", re.M)
+# The kernel's context line: `{scratch, N}`, or `{NULL, 0}` for a kernel that takes a
+# context but needs no scratch here (the MVE convolutions, conv_mve.py).
+_CTX_LINE = re.compile(r"^const kiln_context_t ctx = \{(?:scratch, \d+|NULL, 0)\};\n", re.M)
 
 
 def _banded_call(code: LayerCode) -> re.Match | None:
