@@ -82,7 +82,7 @@ def test_mve_variants_lead_on_mve_boards_only():
 def test_mve_filter_and_quant_layouts():
     """Per block of four rows, per run, per group of 16 k: 16 bytes of each row, zeros
     past the run and in the padding rows; quant blocks of four lanes (bias, multiplier,
-    left shift, negated right shift), depthwise lanes even channels then odd ones."""
+    left shift, negated right shift), depthwise lanes by fours of channels per 16."""
     rows = (np.arange(5)[:, None, None] * 40 + np.arange(2)[None, :, None] * 20 +
             np.arange(18)[None, None, :]).astype(np.int8)          # (5 rows, 2 runs, 18)
     packed = pack_mve_rows(rows).reshape(2, 2, 2, 4, 16)          # block, run, group, row, k
@@ -94,9 +94,10 @@ def test_mve_filter_and_quant_layouts():
     blocks = quant4_blocks(np.array([7, 8, 9]), np.array([1 << 30, 5, 6]),
                            np.array([-3, 2, 0]))
     assert blocks.tolist() == [[7, 8, 9, 0, 1 << 30, 5, 6, 0, 0, 2, 0, 0, -3, 0, 0, 0]]
-    assert dw_lanes(10) == [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15]
+    assert dw_lanes(18)[:16] == [0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15]
+    assert dw_lanes(18)[16:20] == [16, 20, 24, 28]
     dw = quant4_blocks(np.arange(10), np.full(10, 1 << 30), np.full(10, -1), dw_lanes(10))
-    assert dw[:, :4].tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 0, 0, 0], [9, 0, 0, 0]]
+    assert dw[:, :4].tolist() == [[0, 4, 8, 0], [2, 6, 0, 0], [1, 5, 9, 0], [3, 7, 0, 0]]
 
 
 def _sizes_main(shapes: list[LayerShape]) -> str:
@@ -138,7 +139,7 @@ def test_scratch_sizes_match_the_c(tmp_path: Path):
              for w in ("rows", "im2col")] +
             [dwconv2d_variant(LayerShape(input=s.input, filter=(1, *s.filter[1:3], s.input[3]),
                                          output=s.output, padding=s.padding), MVE,
-                              {"variant": "mve", "ch_block": 8}).scratch] for s in shapes]
+                              {"variant": "mve", "ch_block": 16}).scratch] for s in shapes]
     assert got == want
     assert got[0][:2] == [0, 0] and got[3][0] == got[4][0] == 0      # read in place
     assert got[2][0] == 48          # SAME: the last row and column of windows cross the edge
@@ -262,7 +263,8 @@ def test_mve_requantize_is_tflites_on_qemu(tmp_path: Path):
 
 def _mve_cases() -> list:
     """The SIMD tests' cases, plus shapes around the MVE kernels' blocks: channels around
-    multiples of 8 (depthwise) and 4 (conv, FC), k around 16, windows read in place
+    multiples of 16 (depthwise; filters with and without -128) and 4 (conv, FC), k around
+    16, windows read in place
     (VALID, 1x1 strided, SAME with padding after only) and gathered (padding, dilation
     along the width), a filter zero point (FC)."""
     rng = np.random.default_rng(701)
@@ -270,12 +272,16 @@ def _mve_cases() -> list:
              dw_channels_cases(705) + fc_rows_cases(706, 6) + fc_tail_cases(707) +
              [dead_channel_case(rng), live_big_scale_case(rng)])
     n = len(cases)
-    for i, cin in enumerate((1, 3, 7, 8, 9, 15, 16, 17, 24, 33)):
+    for i, cin in enumerate((1, 3, 7, 8, 9, 15, 16, 17, 24, 33, 48)):
         cases.append(dwconv_case(rng, n + i, cin=cin, mult=1, kh=3, kw=3))
     n = len(cases)
     cases += [dwconv_case(rng, n, cin=12, mult=1, kh=5, kw=5, padding="SAME", dh=2, dw=2),
               dwconv_case(rng, n + 1, cin=10, mult=1, kh=3, kw=3, sh=2, sw=2, padding="VALID"),
               dwconv_case(rng, n + 2, cin=5, mult=1, kh=1, kw=4, n=2)]
+    for i, cin in enumerate((13, 32)):      # a -128 filter value: no int16 tap pairs
+        case = dwconv_case(rng, len(cases), cin=cin, mult=1, kh=3, kw=3, padding="SAME")
+        case.inputs[1].data.reshape(-1)[::5] = -128
+        cases.append(case)
     n = len(cases)
     for i, (cin, cout, k, s, pad, dil) in enumerate([
             (16, 5, 1, 1, "VALID", 1), (17, 9, 1, 2, "SAME", 1), (33, 4, 1, 1, "VALID", 1),
