@@ -190,6 +190,9 @@ def test_bad_farm_requests_are_one_line(tmp_path, capsys):
                             "socket://127.0.0.1:9")
     assert code == 2 and "--flash-command" in one_error(err)
     require_ray()
+    code, _, err = run_kiln(capsys, "tune", DIGITS, "--board", "host", "--ray", "auto",
+                            "-o", out)
+    assert code == 2 and "without --ray" in one_error(err) and not out.exists()
     start = time.monotonic()
     code, _, err = run_kiln(capsys, "tune", DIGITS, "--board", BOARD, "--ray",
                             f"127.0.0.1:{_free_port()}", "-o", out)

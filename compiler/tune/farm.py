@@ -293,6 +293,9 @@ class Farm:
     def start(cls, address: str, board, workers: int | None = None) -> "Farm":
         """Join the cluster at `address` and gather the workers for `board` (a Board):
         its served boards if any, else (a QEMU board) QEMU actors, at most `workers`."""
+        if board.is_host:
+            raise InputError("the host board runs on this host: tune or validate it without "
+                             "--ray")
         ray = connect(address)
         served = _served_boards(ray, board.name)
         notes: list[str] = []
