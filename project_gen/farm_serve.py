@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import signal
 import subprocess
 import sys
@@ -154,6 +153,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise InputError("the host board is not served: tune it on this host (kiln tune)")
     _flash_how(board, args)
     check_reachable(args.address)        # `ray start` would retry a dead address for ever
+    import secrets                       # here: kiln's start-up does not pay for it
+
     uid = secrets.token_hex(4)
     own = f"kiln-board-{uid}"
     resources = {f"board:{board.name}": 1, own: 1}
