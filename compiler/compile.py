@@ -6,7 +6,7 @@ import json
 
 from .artifact import Artifact
 from .codegen import explain, generate, weights_bytes
-from .codegen.fit import fit_weights
+from .codegen.fit import fit_weights, widen_for_speed
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
 from .errors import BoardError
@@ -143,6 +143,13 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                                            optimize=optimize)
     budget = weights_budget(spec)
     moves: list[dict] = []
+    widened: list[dict] = []
+    if optimize == "speed":     # int16-pair filters where the flash has room (codegen/fit.py)
+        layer_knobs, widened = widen_for_speed(g, target, layer_shapes(g, target), layer_knobs,
+                                               weights_bytes(consts), budget)
+        if widened:
+            files, plan, layers, consts = generate(g, KILN_VERSION, target,
+                                                   layer_knobs=layer_knobs, optimize=optimize)
     if budget is not None and weights_bytes(consts) > budget:
         layer_knobs, moves = fit_weights(g, target, layer_shapes(g, target), layer_knobs,
                                          weights_bytes(consts), budget)
@@ -178,6 +185,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "weights_budget_bytes": budget,
         # Layers moved to variants with smaller weights so the model fits the flash.
         "flash_fit": moves,
+        # --optimize speed: layers moved to int16-pair filters (faster, bigger) that fit.
+        "speed_widen": widened,
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
                    "tunable_layers": len(workload_keys), "tuned_layers": len(tuned),

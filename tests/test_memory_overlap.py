@@ -200,7 +200,7 @@ def _conv_cases(seed: int) -> list[Case]:
 # The banded kernels each board's lowering picks for _conv_cases.
 _KERNELS = {"host": ("kiln_conv2d_banded_s8", "kiln_conv2d_1x1_banded_s8",
                      "kiln_dwconv2d_banded_s8"),
-            "mps2-an386": ("kiln_conv2d_gemm_oc4_banded_s8", "kiln_dwconv2d_3x3_banded_s8")}
+            "mps2-an386": ("kiln_conv2d_gemm_p8_banded_s8", "kiln_dwconv2d_3x3_banded_s8")}
 
 
 @pytest.mark.parametrize("board", ["host", "mps2-an386"])

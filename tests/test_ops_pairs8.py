@@ -124,3 +124,38 @@ def test_p8_weights_take_int8_bytes_and_five_per_channel():
     assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8"]
     # filter 16 * 9 * 8 + bias 16 * 4 + multiplier 16 * 4 + shift 16
     assert art.report["weights_bytes"] == 16 * 72 + 64 + 64 + 16
+
+
+def test_speed_builds_take_int16_filters_where_the_flash_has_room():
+    """--optimize speed moves layers on the int8-pair default to the int16 twin, largest
+    first, while the weights stay within the board's budget; the default build keeps int8."""
+    from conftest import model_path
+    from kiln.compiler.compile import weights_budget
+    g = kc.load(model_path("ad01_int8"))
+    default = kc.compile(g, BOARD)
+    assert default.report["speed_widen"] == []
+    assert {op.get("knobs", {}).get("weights") for op in default.report["ops"]} == {"p8"}
+    roomy = kc.compile(g, BOARD, optimize="speed")
+    assert len(roomy.report["speed_widen"]) == len(roomy.report["ops"])     # all ten FCs
+    assert {op["kernel"] for op in roomy.report["ops"]} == {"kiln_fully_connected_rows8_s8"}
+    added = sum(m["added_bytes"] for m in roomy.report["speed_widen"])
+    assert roomy.report["weights_bytes"] == default.report["weights_bytes"] + added
+    # A budget with room for some int16 layers only (as a smaller flash would leave).
+    from kiln.compiler.codegen.fit import widen_for_speed
+    from kiln.compiler.compile import target_for
+    from kiln.compiler.tune.workloads import layer_shapes
+    target = target_for(BOARD)
+    graph = default.graph
+    weights = default.report["weights_bytes"]
+    knobs, moves = widen_for_speed(graph, target, layer_shapes(graph, target), {}, weights,
+                                   weights + 40_000)
+    sizes = [m["added_bytes"] for m in moves]
+    assert moves and len(moves) < len(default.report["ops"]) and sum(sizes) <= 40_000
+    assert all(knobs[m["layer"]] == m["to"] for m in moves)
+    # Largest first; a layer left out would not have fitted with the ones taken before it.
+    skipped = [m for m in roomy.report["speed_widen"] if m["layer"] not in knobs]
+    assert all(m["added_bytes"] > 40_000 - sum(sizes) for m in skipped)
+    tuned = {m["layer"]: m["from"] for m in moves}         # tuned layers are never widened
+    assert widen_for_speed(graph, target, layer_shapes(graph, target), tuned, weights,
+                           None)[1] == [m for m in roomy.report["speed_widen"]
+                                        if m["layer"] not in tuned]

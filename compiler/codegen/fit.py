@@ -1,12 +1,15 @@
 """Variants that fit the flash: when the weights of the chosen kernel variants exceed the
-board's flash, move layers to variants that store their weights in fewer bytes.
+board's flash, move layers to variants that store their weights in fewer bytes; and, for
+`--optimize speed`, the other way where the flash has room.
 
-The SIMD variants keep filters as sign-extended int16 pairs (the operand layout of the dual
-16-bit MAC), twice the int8 size; other candidates of the same layer (the int8-weight gemm,
-the plain kernels) store int8. Layer by layer, the move that saves the most bytes goes
-first, and each layer moves to the earliest candidate (candidates are ordered by speed)
-storing fewer bytes than its current one, until the weights fit or no move is left. The
-result is deterministic: ties break on the layer index.
+The default SIMD variants keep filters int8 (channel/row pairs, conv.py pairs8_ok); their
+int16-pair twins (the operand layout of the dual 16-bit MAC, no widening in the inner loop)
+are a little faster and store twice the filter bytes, so a tuner's records may pick them.
+Fitting: layer by layer, the move that saves the most bytes goes first, and each layer
+moves to the earliest candidate (the default first, then by speed) storing fewer bytes
+than its current one, until the weights fit or no move is left. Widening (speed builds):
+layers still on their int8-pair default move to the int16 twin, the largest first, while
+the weights stay within the budget. Both are deterministic: ties break on the layer index.
 """
 
 from __future__ import annotations
@@ -59,4 +62,41 @@ def fit_weights(graph: Graph, target: Target, shapes: dict[int, tuple[str, objec
         current[step] = (k, b)
         knobs[step] = k
         weights -= saved
+    return knobs, moves
+
+
+# The int16-pair twin of each int8-pair default (conv.py candidates).
+_WIDER = {"p8": lambda k: {**k, "weights": "s16"} if k["variant"] == "gemm"
+          else {"variant": "rows", "row_block": k["row_block"]}}
+
+
+def widen_for_speed(graph: Graph, target: Target, shapes: dict[int, tuple[str, object]],
+                    layer_knobs: dict[int, dict], weights: int, budget: int | None
+                    ) -> tuple[dict[int, dict], list[dict]]:
+    """(layer knobs, moves) for `--optimize speed`: untuned layers on an int8-pair default
+    take its int16 twin, the layer adding the most bytes (the most MACs) first, while the
+    weights stay within `budget` (None: no limit). A move is {"layer", "from", "to",
+    "added_bytes"}."""
+    knobs = dict(layer_knobs)
+    options = []
+    for step, (op_type, shape) in shapes.items():
+        if step in knobs:
+            continue                            # tuned: the records decide
+        cands = candidates(op_type, shape, target)
+        default = cands[0]
+        if default.get("weights") != "p8":
+            continue
+        wide = _WIDER["p8"](default)
+        if wide not in cands:
+            continue
+        added = (_layer_weight_bytes(graph, step, target, wide) -
+                 _layer_weight_bytes(graph, step, target, default))
+        options.append((-added, step, default, wide))
+    moves: list[dict] = []
+    for neg, step, default, wide in sorted(options, key=lambda o: (o[0], o[1])):
+        if budget is not None and weights - neg > budget:
+            continue
+        weights -= neg
+        knobs[step] = wide
+        moves.append({"layer": step, "from": default, "to": wide, "added_bytes": -neg})
     return knobs, moves
