@@ -25,7 +25,7 @@ KILN_WEIGHTS const int32_t l0_bias[4] = {
 
 /* per-channel requantization multipliers */
 KILN_WEIGHTS const int32_t l2_multiplier[3] = {
-    1980179490, 1980179490, 1980179490
+    1980179485, 1980179485, 1980179485
 };
 
 /* per-channel requantization shifts */
