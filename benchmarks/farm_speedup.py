@@ -76,7 +76,11 @@ FLASH = """\
 # "flashing" $1 takes {delay} s, as a probe would, then boots it.
 sleep {delay}
 P=$(echo "$2" | sed 's/.*://')
-kill $(cat "{dir}/$P.pid" 2>/dev/null) 2>/dev/null
+OLD=$(cat "{dir}/$P.pid" 2>/dev/null)
+if [ -n "$OLD" ]; then      # the last firmware's QEMU: wait until its port is free
+    kill $OLD 2>/dev/null
+    for i in $(seq 100); do kill -0 $OLD 2>/dev/null || break; sleep 0.05; done
+fi
 qemu-system-arm {args} -kernel "$1" >/dev/null 2>&1 &
 echo $! > "{dir}/$P.pid"
 """
@@ -96,7 +100,7 @@ def serve_boards(args, address: str, temp: str) -> list[subprocess.Popen]:
     serves = []
     for i in range(2):
         log = Path(temp) / f"serve{i}.log"
-        node_temp = tempfile.mkdtemp(prefix=f"kfb{i}", dir="/tmp")
+        node_temp = tempfile.mkdtemp(prefix="n", dir=temp)
         with open(log, "wb") as f:
             serves.append(subprocess.Popen(
                 [KILN, "farm", "serve", "--board", args.board, "--port",

@@ -294,7 +294,11 @@ FLASH = """\
 # broken-PORT exists (a board that stopped answering).
 P=$(echo "$2" | sed 's/.*://')
 [ -e "{dir}/broken-$P" ] && {{ echo "no probe found" >&2; exit 1; }}
-kill $(cat "{dir}/$P.pid" 2>/dev/null) 2>/dev/null
+OLD=$(cat "{dir}/$P.pid" 2>/dev/null)
+if [ -n "$OLD" ]; then      # the last firmware's QEMU: wait until its port is free
+    kill $OLD 2>/dev/null
+    for i in $(seq 100); do kill -0 $OLD 2>/dev/null || break; sleep 0.05; done
+fi
 qemu-system-arm {args} -kernel "$1" >/dev/null 2>&1 &
 echo $! > "{dir}/$P.pid"
 """
