@@ -429,9 +429,10 @@ typedef struct {
 /* Eight rows (four pairs) over every group: w is the block, acc as
  * p8_groups_c's. On DSP cores the whole groups, two a trip, are asm on fixed
  * registers (as dot_8rows: w in r0, the input in r1, its end in r2 and acc in
- * r3 on entry; accumulators in r4-r11), the rest plain C. */
-static KILN_ALWAYS_INLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t depth,
-                                        int32_t groups4, int32_t acc[8])
+ * r3 on entry; accumulators in r4-r11), the rest plain C. One copy, shared by
+ * both instantiations of p8_block8 (code size). */
+static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t depth,
+                                   int32_t groups4, int32_t acc[8])
 {
     int32_t g = 0;
 #if defined(__ARM_FEATURE_DSP)
