@@ -82,15 +82,26 @@ KILN_MVE_INLINE int32x4_t kiln_mve_dot4(const int8_t *row, int32_t step, int32_t
     const mve_pred16_t tail = vctp8q((uint32_t)(len - whole * 16));
     for (int32_t r = 0; r < runs; ++r, row += step) {
         const int8_t *x = row;
-        for (int32_t g = 0; g < whole; ++g) {
-            const int8x16_t v = vldrbq_s8(x);
-            x += 16;
-            a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
-            a1 = vmladavaq_s8(a1, v, vldrbq_s8(w + 16));
-            a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
-            a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
-            w += 64;
-        }
+        /* The whole groups as a low-overhead loop of ten instructions a group (GCC 12
+         * spends a register copy more). VMLADAVA's accumulators must be even
+         * registers ("Te"); q0, q1 are scratch. */
+        __asm__ volatile("wls lr, %[n], 2f\n"
+                         "1:\n\t"
+                         "vldrb.8 q0, [%[x]], #16\n\t"
+                         "vldrb.8 q1, [%[w]], #16\n\t"
+                         "vmladava.s8 %[a0], q0, q1\n\t"
+                         "vldrb.8 q1, [%[w]], #16\n\t"
+                         "vmladava.s8 %[a1], q0, q1\n\t"
+                         "vldrb.8 q1, [%[w]], #16\n\t"
+                         "vmladava.s8 %[a2], q0, q1\n\t"
+                         "vldrb.8 q1, [%[w]], #16\n\t"
+                         "vmladava.s8 %[a3], q0, q1\n\t"
+                         "le lr, 1b\n"
+                         "2:\n"
+                         : [a0] "+Te"(a0), [a1] "+Te"(a1), [a2] "+Te"(a2), [a3] "+Te"(a3),
+                           [x] "+r"(x), [w] "+r"(w)
+                         : [n] "r"(whole), "m"(*(const int8_t(*)[])x), "m"(*(const int8_t(*)[])w)
+                         : "lr", "q0", "q1");
         if (whole * 16 < len) {
             const int8x16_t v = vldrbq_z_s8(x, tail);
             a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
