@@ -22,11 +22,11 @@
  * and the bias is used as given; weights widened from the int8 filter at each
  * use.
  *
- * Measured on QEMU mps2-an386 (benchmarks/depthwise.py): 0.83-0.88x
- * dwconv_3x3.c's instructions where nine pixels in ten or more are interior
- * (VWW's 48x48 and first 24x24 layers), about even at four in five, and up
- * to 1.6x on small maps where most pixels are edge ones (6x6, 3x3), which
- * therefore keep dwconv_3x3.c (conv.py: candidates). Two output rows per
+ * Measured on QEMU mps2-an386 (single layers, benchmarks/records): 0.79-0.96x
+ * dwconv_3x3.c's instructions on VWW's layers where at least 0.84 of the
+ * output pixels are interior (48x48, 24x24), 1.04-1.44x on smaller maps
+ * (12x12 to 3x3) and on KWS's 25x5, where edge pixels are 30-90% of the
+ * work; those keep dwconv_3x3.c (conv.py: candidates). Two output rows per
  * pass (sharing weight loads and, at stride 1, two input rows) measured
  * 1.05-1.4x this one's instructions: eight accumulators do not fit the
  * registers next to a tap's temporaries.

@@ -207,10 +207,10 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         # it needs C >= 4).
         if shape.requant_fast and shape.depth_multiplier == 1:
             if kh == kw == 3 and shape.dilation == (1, 1) and fc % 4 == 0:
-                # The int8-filter 3x3 kernel leads where nearly every pixel is an interior
-                # one (dwconv_3x3_w8.c): on QEMU mps2-an386 0.83-0.88x the int16 one's
-                # instructions on VWW's 48x48 and first 24x24 layers, even at 0.84 of the
-                # pixels inside, up to 1.6x on the 6x6 and 3x3 ones and on KWS's 25x5.
+                # The int8-filter 3x3 kernel leads where most pixels are interior ones
+                # (dwconv_3x3_w8.c): on QEMU mps2-an386 0.79-0.96x the int16 one's
+                # instructions on VWW's layers with 0.84 or more of the pixels inside,
+                # 1.04-1.44x with 0.69 or less (12x12 to 3x3 maps, KWS's 25x5).
                 w8 = {"variant": "3x3_w8"}
                 packed = {"variant": "3x3", "ch_block": 4}
                 blocked += [w8, packed] if _interior_share(shape) >= 0.8 else [packed, w8]
