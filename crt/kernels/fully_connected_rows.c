@@ -427,7 +427,7 @@ typedef struct {
 } p8_out_t;
 
 /* Eight rows (four pairs) over every group: w is the block, acc as
- * p8_groups_c's. On DSP cores the whole groups, two a trip, are asm on fixed
+ * p8_groups_c's. On DSP cores the whole groups are asm on fixed
  * registers (as dot_8rows: w in r0, the input in r1, its end in r2 and acc in
  * r3 on entry; accumulators in r4-r11), the rest plain C. One copy, shared by
  * both instantiations of p8_block8 (code size). */
@@ -436,27 +436,44 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
 {
     int32_t g = 0;
 #if defined(__ARM_FEATURE_DSP)
-    const int32_t twice = depth / 8;            /* trips of two whole groups */
-    if (twice > 0) {
+    /* Whole groups: four a trip, then two and one as the low bits of their
+     * count say (r12's slot on the stack). */
+    const int32_t whole = depth / 4;
+    if (whole > 0) {
         register const uint32_t *w_ __asm__("r0") = w;
         register const int8_t *x_ __asm__("r1") = row;
-        register const int8_t *end_ __asm__("r2") = row + 8 * twice;
+        register const int8_t *end_ __asm__("r2") = row + 16 * (whole / 4);
         register int32_t *acc_ __asm__("r3") = acc;
-        __asm__ volatile("push {r2-r11, lr}\n\t"
-                         "ldm r3, {r4-r11}\n"
+        register int32_t rest_ __asm__("r12") = whole & 3;
+        __asm__ volatile("push {r2-r12, lr}\n\t"
+                         "ldm r3, {r4-r11}\n\t"
+                         "cmp r1, r2\n\t"
+                         "beq 2f\n"
                          "1:\n\t"
+                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
                          P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
                          "ldr r2, [sp]\n\t"
                          "cmp r1, r2\n\t"
-                         "bne 1b\n\t"
+                         "bne 1b\n"
+                         "2:\n\t"
+                         "ldr r2, [sp, #40]\n\t"
+                         "tst r2, #2\n\t"
+                         "beq 4f\n\t"
+                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
+                         "4:\n\t"
+                         "ldr r2, [sp, #40]\n\t"
+                         "tst r2, #1\n\t"
+                         "beq 3f\n\t"
+                         P8_GROUP_8ROWS_ASM
+                         "3:\n\t"
                          "ldr r3, [sp, #4]\n\t"
                          "stm r3, {r4-r11}\n\t"
-                         "pop {r2-r11, lr}"
+                         "pop {r2-r12, lr}"
                          : "+r"(w_), "+r"(x_)
-                         : "r"(end_), "r"(acc_)
-                         : "r12", "cc", "memory");  /* reads w and row, updates acc */
+                         : "r"(end_), "r"(acc_), "r"(rest_)
+                         : "cc", "memory");  /* reads w and row, updates acc */
         w = w_;
-        g = 2 * twice;
+        g = whole;
     }
 #endif
     if (g < groups4) {
@@ -484,6 +501,9 @@ static KILN_ALWAYS_INLINE void p8_block8(const uint32_t *w, const int8_t *row, i
     sums[5] = bias[5] + kiln_pair_odd(acc[4], acc[5]);
     sums[6] = acc[7];
     sums[7] = bias[7] + kiln_pair_odd(acc[6], acc[7]);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 8
+#endif
     for (int32_t j = 0; j < 8; ++j) {
         out[j] = kiln_output_packed(sums[j], mult[j], -(int32_t)shift[j] - 2, k.out_off,
                                     k.act_min, k.act_max, full_range);
