@@ -264,9 +264,8 @@ def test_mve_requantize_is_tflites_on_qemu(tmp_path: Path):
 def _mve_cases() -> list:
     """The SIMD tests' cases, plus shapes around the MVE kernels' blocks: channels around
     multiples of 16 (depthwise; filters with and without -128) and 4 (conv, FC), k around
-    16, windows read in place
-    (VALID, 1x1 strided, SAME with padding after only) and gathered (padding, dilation
-    along the width), a filter zero point (FC)."""
+    16, windows read in place (VALID, 1x1 strided, SAME with padding after only) and
+    gathered (padding, dilation along the width), a filter zero point (FC)."""
     rng = np.random.default_rng(701)
     cases = (gemm_cases(702, 10) + gemm_tail_cases(703) + dw3x3_cases(704, 6) +
              dw_channels_cases(705) + fc_rows_cases(706, 6) + fc_tail_cases(707) +
@@ -278,7 +277,7 @@ def _mve_cases() -> list:
     cases += [dwconv_case(rng, n, cin=12, mult=1, kh=5, kw=5, padding="SAME", dh=2, dw=2),
               dwconv_case(rng, n + 1, cin=10, mult=1, kh=3, kw=3, sh=2, sw=2, padding="VALID"),
               dwconv_case(rng, n + 2, cin=5, mult=1, kh=1, kw=4, n=2)]
-    for i, cin in enumerate((13, 32)):      # a -128 filter value: no int16 tap pairs
+    for cin in (13, 32):                    # a -128 filter value: no int16 tap pairs
         case = dwconv_case(rng, len(cases), cin=cin, mult=1, kh=3, kw=3, padding="SAME")
         case.inputs[1].data.reshape(-1)[::5] = -128
         cases.append(case)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..lowering import LayerCode, LowerCtx, c_dims, qparams
+from ..lowering import LowerCtx, c_dims, qparams
 
 MVE_DWCONV = "kiln_dwconv2d_mve_s8"
 MVE_FC = "kiln_fully_connected_mve_s8"
