@@ -416,7 +416,46 @@ def test_dynamic_batch_refused():
     with pytest.raises(ModelError) as e:
         load(data)
     msg = one_line(e)
-    assert "dynamic shape [N,3,4,4]" in msg
+    assert "dynamic shape [N,3,4,4]" in msg and "input_shapes" in msg
+
+
+def test_dynamic_batch_pinned_by_input_shapes():
+    """An export with a dynamic batch (PyTorch's dynamic_axes) compiles once its dims are
+    pinned, and computes what onnxruntime computes for that shape."""
+    data = model_bytes([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Relu", ["c"], ["y"])],
+                       [("x", ("N", 3, 6, 5))], [("y", ("N", 4, 6, 5))],
+                       [("w", f32(4, 3, 3, 3, scale=0.5))])
+    g = load(data, input_shapes={"x": (1, 3, 6, 5)})
+    assert g.tensor(g.inputs[0]).shape == (1, 3, 6, 5)
+    assert g.sha256 != load(data, input_shapes={"x": (2, 3, 6, 5)}).sha256
+    x = RNG.uniform(-2, 2, size=(1, 3, 6, 5)).astype(np.float32)
+    floats = FloatModel(prepare(g)).run([x[None]])[0].reshape(1, 4, 6, 5)
+    np.testing.assert_allclose(floats, ort_run(data, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shapes, match", [
+    ({"z": (1, 3, 6, 5)}, "the model's inputs are 'x'"),
+    ({"x": (1, 3, 6)}, "has rank 4"),
+    ({"x": (1, 3, 6, 7)}, "only dynamic dims can be pinned"),
+    ({"x": (0, 3, 6, 5)}, "dims are 1 to"),
+    ({"x": ("a", 3, 6, 5)}, "not a sequence of whole numbers"),
+])
+def test_input_shapes_mismatch_is_one_line(shapes, match):
+    data = model_bytes([helper.make_node("Relu", ["x"], ["y"])], [("x", ("N", 3, 6, 5))],
+                       [("y", ("N", 3, 6, 5))])
+    with pytest.raises(ModelError, match=match) as e:
+        load(data, input_shapes=shapes)
+    one_line(e)
+
+
+def test_input_shapes_refused_for_tflite():
+    from tflite_builder import TensorSpec, single_op_model
+
+    model = single_op_model("RELU", [TensorSpec((1, 4), scale=0.1, zero_point=0)],
+                            [TensorSpec((1, 4), scale=0.1, zero_point=0)])
+    with pytest.raises(ModelError, match="a .tflite model's shapes are static"):
+        load(model, input_shapes={"x": (1, 4)})
 
 
 def test_maxpool_pads_on_signed_input_refused():

@@ -12,10 +12,11 @@ from . import tflite_reader
 from .tflite_reader import parse
 
 
-def load(source) -> Graph:
+def load(source, input_shapes: dict | None = None) -> Graph:
     """A .tflite or .onnx model (path or bytes) as a Graph. The reader is picked by the
     extension (.onnx), else by content: TFLite carries 'TFL3' at byte 4, an ONNX protobuf
-    starts with its ir_version field (0x08). Raises ModelError."""
+    starts with its ir_version field (0x08). `input_shapes` ({input name: dims}) pins an
+    ONNX model's dynamic input dims. Raises ModelError."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "model"
     else:
@@ -28,16 +29,19 @@ def load(source) -> Graph:
         # name no file can be written with: such bytes become U+FFFD.
         name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         if path.suffix.lower() == ".onnx":
-            return _onnx_parse(data, name)
+            return _onnx_parse(data, name, input_shapes)
     if len(data) >= 8 and data[4:8] != b"TFL3" and data[:1] == b"\x08":
-        return _onnx_parse(data, name)
+        return _onnx_parse(data, name, input_shapes)
+    if input_shapes:
+        raise ModelError("input_shapes pins the dynamic dims of an ONNX model; a .tflite "
+                         "model's shapes are static")
     return tflite_reader.parse(data, name)
 
 
-def _onnx_parse(data: bytes, name: str) -> Graph:
+def _onnx_parse(data: bytes, name: str, input_shapes: dict | None = None) -> Graph:
     from . import onnx_reader   # imported only for ONNX models: `onnx` is slow to import
 
-    return onnx_reader.parse(data, name)
+    return onnx_reader.parse(data, name, input_shapes)
 
 
 def as_graph(graph) -> Graph:

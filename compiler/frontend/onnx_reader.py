@@ -71,7 +71,9 @@ NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
-def parse(data: bytes, name: str = "model") -> Graph:
+def parse(data: bytes, name: str = "model", input_shapes: dict | None = None) -> Graph:
+    """`data` as a Graph; `input_shapes` (input name → dims) pins the dynamic dims of the
+    model's inputs (an export with dynamic_axes: batch "N")."""
     import onnx
 
     if len(data) == 0:
@@ -84,6 +86,8 @@ def parse(data: bytes, name: str = "model") -> Graph:
         if not model.HasField("graph"):
             raise ModelError("not an ONNX model: no graph (truncated, or another format)")
         opset = _opset(model)
+        if input_shapes:
+            _pin_input_shapes(model.graph, input_shapes)
         _check_no_external_data(model.graph)
         qdq = None
         if onnx_qdq.has_qdq(model.graph):
@@ -107,9 +111,42 @@ def parse(data: bytes, name: str = "model") -> Graph:
         raise
     except Exception as e:   # protobuf, numpy and onnx raise many kinds on bad values
         raise ModelError(f"malformed ONNX model ({type(e).__name__}: {_line(e)})") from None
-    graph.sha256 = hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256(data)
+    if input_shapes:            # another model than the file alone: caches must tell them apart
+        digest.update(repr(sorted((k, tuple(v)) for k, v in input_shapes.items())).encode())
+    graph.sha256 = digest.hexdigest()
     graph.verify()
     return graph
+
+
+def _pin_input_shapes(graph, input_shapes: dict) -> None:
+    """Set the dims of the named inputs: same rank, static dims unchanged, every dim
+    between 1 and the reader's limit. ModelError names what does not fit."""
+    inits = {t.name for t in graph.initializer}
+    inputs = {vi.name: vi for vi in graph.input if vi.name not in inits}
+    unknown = sorted(set(input_shapes) - set(inputs))
+    if unknown:
+        raise ModelError(f"input_shapes names {', '.join(map(repr, unknown))}; the model's "
+                         f"inputs are {', '.join(map(repr, inputs)) or 'none'}")
+    for name, dims in input_shapes.items():
+        try:
+            dims = [int(d) for d in dims]
+        except (TypeError, ValueError):
+            raise ModelError(f"input_shapes[{name!r}] is not a sequence of whole numbers") from None
+        shape = inputs[name].type.tensor_type.shape
+        declared = list(shape.dim)
+        if len(declared) != len(dims):
+            raise ModelError(f"input {name!r} has rank {len(declared)}; input_shapes gives "
+                             f"{len(dims)} dims {dims}")
+        for i, (d, want) in enumerate(zip(declared, dims)):
+            if not 1 <= want <= _MAX_DIM:
+                raise ModelError(f"input_shapes[{name!r}] dim {i} is {want}; dims are 1 to "
+                                 f"{_MAX_DIM:,}")
+            if d.HasField("dim_value") and d.dim_value != want:
+                raise ModelError(f"input {name!r} dim {i} is {d.dim_value} in the model; "
+                                 f"input_shapes gives {want} (only dynamic dims can be pinned)")
+        for d, want in zip(declared, dims):
+            d.dim_value = want
 
 
 def _infer(model):
@@ -412,7 +449,8 @@ class _Converter:
                 dims = [str(d.dim_value) if d.HasField("dim_value") else _text(d.dim_param) or "?"
                         for d in vi.type.tensor_type.shape.dim]
                 raise ModelError(f"input {vi.name!r} has a dynamic shape [{','.join(dims)}]; kiln "
-                                 "compiles static shapes: export with fixed dims (e.g. batch 1)")
+                                 "compiles static shapes: export with fixed dims (e.g. batch 1), "
+                                 "or pin them: load(path, input_shapes={name: dims})")
             tid = self._tensor(vi.name, shape)
             inputs.append(tid)
             self.values[vi.name] = tid
