@@ -8,7 +8,8 @@ it in two steps around the float converter (onnx_reader):
 1. `split()` removes the pairs before conversion: each pair's output is renamed back to
    the value it quantizes, and that value's (scale, zero point) are recorded; each weight
    DequantizeLinear becomes the float initializer it computes ((q - zp) · scale in float32,
-   as onnxruntime computes it), its integers and parameters recorded.
+   as onnxruntime computes it), its parameters recorded (apply() recovers the integers
+   from the floats, which survive kiln's layout transposes).
 2. `apply()` turns the converted float Graph into the int8 Graph those parameters
    describe: activations int8 with their scale and zero point (uint8 ones shifted by 128,
    which is exact: q − 128 with zero point zp − 128 is the same real value), weights the
@@ -55,7 +56,7 @@ class QParams:
 @dataclass
 class QdqInfo:
     activations: dict[str, QParams]                      # float value → its parameters
-    constants: dict[str, tuple[np.ndarray, QParams]]     # weight value → (integers, params)
+    constants: dict[str, QParams]                        # weight value → its parameters
 
 
 def has_qdq(graph) -> bool:
@@ -66,29 +67,36 @@ def _initializers(graph) -> dict[str, object]:
     return {t.name: t for t in graph.initializer}
 
 
-def _const_array(graph, inits: dict, name: str, what: str) -> np.ndarray:
-    from onnx import numpy_helper
-
-    if name in inits:
-        return np.array(numpy_helper.to_array(inits[name]))
+def _constants(graph) -> dict[str, object]:
+    """Every constant TensorProto by value name: the initializers and the value of each
+    Constant node (where a QDQ model may keep its scales and zero points)."""
+    found = _initializers(graph)
     for node in graph.node:
-        if node.op_type == "Constant" and node.output[0] == name:
+        if node.op_type == "Constant":
             for a in node.attribute:
                 if a.name == "value":
-                    return np.array(numpy_helper.to_array(a.t))
-    raise ModelError(f"{what} is not a constant: kiln reads QDQ models with constant "
-                     "scales and zero points")
+                    found[node.output[0]] = a.t
+    return found
 
 
-def _params(graph, inits: dict, node, data_type: int | None) -> QParams:
+def _const_array(consts: dict, name: str, what: str) -> np.ndarray:
+    from onnx import numpy_helper
+
+    if name not in consts:
+        raise ModelError(f"{what} is not a constant: kiln reads QDQ models with constant "
+                         "scales and zero points")
+    return np.array(numpy_helper.to_array(consts[name]))
+
+
+def _params(consts: dict, node, data_type: int | None) -> QParams:
     """The (scale, zero point, axis) of a QuantizeLinear / DequantizeLinear node."""
     from onnx import helper
 
     what = f"{node.op_type} {node.name or node.output[0]!r}"
-    scale = _const_array(graph, inits, node.input[1], f"the scale of {what}").astype(np.float32)
+    scale = _const_array(consts, node.input[1], f"the scale of {what}").astype(np.float32)
     if len(node.input) > 2 and node.input[2]:
-        zp_arr = _const_array(graph, inits, node.input[2], f"the zero point of {what}")
-        dtype = _INT_TYPES.get(_elem_type(graph, inits, node.input[2]), str(zp_arr.dtype))
+        zp_arr = _const_array(consts, node.input[2], f"the zero point of {what}")
+        dtype = _INT_TYPES.get(int(consts[node.input[2]].data_type), str(zp_arr.dtype))
         zp = zp_arr.astype(np.int64)
     else:
         dtype, zp = _INT_TYPES.get(data_type, "uint8"), np.zeros(scale.shape, np.int64)
@@ -106,20 +114,6 @@ def _params(graph, inits: dict, node, data_type: int | None) -> QParams:
                          "or per-axis parameters")
     axis = int(attrs.get("axis", 1)) if per_axis else None
     return QParams(scale=scale.reshape(-1), zero_point=zp.reshape(-1), axis=axis, dtype=dtype)
-
-
-def _elem_type(graph, inits: dict, name: str) -> int | None:
-    if name in inits:
-        return int(inits[name].data_type)
-    for node in graph.node:
-        if node.op_type == "Constant" and node.output[0] == name:
-            for a in node.attribute:
-                if a.name == "value":
-                    return int(a.t.data_type)
-    for vi in list(graph.input) + list(graph.value_info):
-        if vi.name == name:
-            return int(vi.type.tensor_type.elem_type)
-    return None
 
 
 def _rename(graph, old: str, new: str) -> None:
@@ -145,6 +139,7 @@ def split(model) -> tuple[object, QdqInfo]:
     model = onnx.ModelProto.FromString(model.SerializeToString())   # the caller's stays whole
     graph = model.graph
     inits = _initializers(graph)
+    consts = _constants(graph)
     info = QdqInfo(activations={}, constants={})
     consumers: dict[str, list] = {}
     for node in graph.node:
@@ -167,7 +162,7 @@ def split(model) -> tuple[object, QdqInfo]:
         src = node.input[0]
         if src in inits:                                   # a weight, bias or constant
             q = np.array(numpy_helper.to_array(inits[src]))
-            params = _params(graph, inits, node, int(inits[src].data_type))
+            params = _params(consts, node, int(inits[src].data_type))
             view = ((1,) * params.axis + (-1,) + (1,) * (q.ndim - params.axis - 1)
                     if params.axis is not None and params.scale.size > 1 else (-1,) if q.ndim else ())
             if params.axis is not None and params.scale.size > 1 and (
@@ -180,10 +175,10 @@ def split(model) -> tuple[object, QdqInfo]:
             zp = params.zero_point.reshape(view) if q.ndim else params.zero_point[0]
             real = ((q.astype(np.int64) - zp).astype(np.float32) * scale).astype(np.float32)
             graph.initializer.append(numpy_helper.from_array(real, node.output[0]))
-            info.constants[node.output[0]] = (q, params)
+            info.constants[node.output[0]] = params
             drop.append(node)
         elif src in graph_inputs:                          # an integer model input
-            params = _params(graph, inits, node, graph_inputs[src].type.tensor_type.elem_type)
+            params = _params(consts, node, graph_inputs[src].type.tensor_type.elem_type)
             graph_inputs[src].type.tensor_type.elem_type = onnx.TensorProto.FLOAT
             _rename(graph, node.output[0], src)
             record(src, params)
@@ -193,13 +188,13 @@ def split(model) -> tuple[object, QdqInfo]:
         if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
             continue
         value, quantized = node.input[0], node.output[0]
-        params = _params(graph, inits, node, None)
+        params = _params(consts, node, None)
         pairs = consumers.get(quantized, [])
         if any(u.op_type != "DequantizeLinear" for u in pairs):
             raise ModelError(f"QuantizeLinear of {value!r} feeds a node other than "
                              "DequantizeLinear; kiln reads QDQ pairs")
         for dq in pairs:
-            if not _params(graph, inits, dq, None).same(params):
+            if not _params(consts, dq, None).same(params):
                 raise ModelError(f"the QuantizeLinear/DequantizeLinear pair of {value!r} uses "
                                  "two parameter sets")
         # The pair's outputs become `value` again; a model output keeps its own name.
@@ -329,7 +324,7 @@ def _recorded_weights(w: Tensor, axis: int, info: QdqInfo, source):
     from their converted floats; (None, None) when they are not those integers."""
     if source is None or source[0] not in info.constants:
         return None, None
-    _, params = info.constants[source[0]]
+    params = info.constants[source[0]]
     if params.dtype not in ("int8", "uint8"):
         return None, None
     shift = 128 if params.dtype == "uint8" else 0
@@ -366,7 +361,7 @@ def _quantize_operand(graph: Graph, op: Op, i: int, info: QdqInfo, sources: dict
     source = sources.get(t.id)
     quant = None
     if source is not None and source[0] in info.constants:
-        params = info.constants[source[0]][1]
+        params = info.constants[source[0]]
         if params.dtype in ("int8", "uint8") and params.scale.size == 1:
             quant = params.as_int8()
     if quant is None and op.type in ("MAXIMUM", "MINIMUM"):
