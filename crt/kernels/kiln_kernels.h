@@ -16,5 +16,6 @@
 #include "inplace.h"
 #include "svdf.h"
 #include "lstm.h"
+#include "resize.h"
 
 #endif /* KILN_KERNELS_H */
