@@ -201,7 +201,10 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                  **({"knobs": e.code.knobs} if e.code.knobs else {}),
                  **({"workload": workload_keys[i], "tuned": i in tuned}
                     if i in workload_keys else {}),
-                 "scratch_bytes": e.code.scratch_bytes} for i, e in enumerate(layers)],
+                 "scratch_bytes": e.code.scratch_bytes,
+                 # channels passes/dead_filters.py removed (original indices) and why
+                 **({"removed_channels": {**e.op.removed, "notes": e.op.notes}}
+                    if e.op.removed else {})} for i, e in enumerate(layers)],
         "tensors": [{"id": t.id, "name": t.name, "shape": list(t.shape), "dtype": t.dtype,
                      "offset": ("const" if t.is_const else
                                 offsets.get(g.tensor(g.storage_root(t.id)).c_name, "unused")),

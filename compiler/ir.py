@@ -129,6 +129,11 @@ class Op:
     options: dict[str, Any] = field(default_factory=dict)
     version: int = 1
     index: int = -1                 # position in the source model, for messages
+    # Channels a pass removed ("outputs"/"inputs" → the tensor's original channel
+    # indices; passes/dead_filters.py) and why, in plain text: kiln.json and the
+    # layer's C comment show them.
+    removed: dict[str, list[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         return f"op {self.index} ({self.type})"

@@ -10,6 +10,7 @@ always one. So no name a model holds can end a comment or a string, or add a lin
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,6 +206,9 @@ def _layer_comment(graph: Graph, layer: int, e: EmittedLayer) -> list[str]:
             lines.append(f" *   {role} {t.c_name} {list(t.shape)} {fmt_quant(t)} ({where})")
     if e.code.summary:
         lines.append(f" *   {c_comment(e.code.summary)}")
+    for note in op.notes:                        # what passes removed, wrapped
+        lines += [f" *   {'  ' if k else ''}{c_comment(part)}"
+                  for k, part in enumerate(textwrap.wrap(note, 88, break_on_hyphens=False))]
     if e.code.macs:
         lines.append(f" *   {e.code.macs} MACs")
     lines.append(" */")
