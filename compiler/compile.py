@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from .artifact import Artifact
 from .codegen import explain, generate, weights_bytes
 from .codegen.fit import fit_weights, widen_for_speed
@@ -48,11 +50,18 @@ def _board_spec(board):
 
 def weights_budget(board) -> int | None:
     """Bytes of flash the weights may take on `board` (a name, board file path or Board;
-    None: no limit, the host)."""
+    None: no limit, the host). On a board with several memory regions: every region the
+    weights may go to (kiln.project_gen.regions.weights_capacity)."""
     if board == "host":
         return None
-    flash = _board_spec(board).flash
-    return None if flash is None else flash.size - CODE_RESERVE_BYTES
+    spec = _board_spec(board)
+    if spec.flash is None:
+        return None
+    if spec.multi_region:
+        from kiln.project_gen.regions import weights_capacity
+        from kiln.project_gen.sizes import OTHER_STATIC_RAM
+        return weights_capacity(spec, CODE_RESERVE_BYTES, OTHER_STATIC_RAM["host-driven"])
+    return spec.flash.size - CODE_RESERVE_BYTES
 
 
 def target_for(board) -> Target:
@@ -139,8 +148,9 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     target = target_for(spec)
     tuned = tuned_knobs(g, target, records) if records is not None else {}
     layer_knobs = dict(tuned)
+    split = spec.multi_region       # weights array by array across memory regions
     files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
-                                           optimize=optimize)
+                                           optimize=optimize, split_weights=split)
     budget = weights_budget(spec)
     moves: list[dict] = []
     widened: list[dict] = []
@@ -149,13 +159,15 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                                                weights_bytes(consts), budget)
         if widened:
             files, plan, layers, consts = generate(g, KILN_VERSION, target,
-                                                   layer_knobs=layer_knobs, optimize=optimize)
+                                                   layer_knobs=layer_knobs, optimize=optimize,
+                                                   split_weights=split)
     if budget is not None and weights_bytes(consts) > budget:
         layer_knobs, moves = fit_weights(g, target, layer_shapes(g, target), layer_knobs,
                                          weights_bytes(consts), budget)
         if moves:
             files, plan, layers, consts = generate(g, KILN_VERSION, target,
-                                                   layer_knobs=layer_knobs, optimize=optimize)
+                                                   layer_knobs=layer_knobs, optimize=optimize,
+                                                   split_weights=split)
     workload_keys = {i: workload_key(e.op.type, e.code.shape) for i, e in enumerate(layers)
                      if e.code.shape is not None}
     offsets = {b.name: b.offset for b in plan.buffers}
@@ -214,6 +226,10 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                          "first_step": b.first, "last_step": b.last, "kind": b.kind}
                         for b in sorted(plan.buffers, key=lambda b: (b.offset, b.name))],
     }
+    if split:       # where each buffer goes among the board's regions
+        from kiln.project_gen.regions import place_model
+        report["placement"] = place_model(report, [(c.name, max(int(np.asarray(c.values).nbytes), 1))
+                                                   for c in consts.values()], spec)
     files = dict(files)
     files["kiln.json"] = json.dumps(report, indent=2) + "\n"
     return Artifact(graph=g, board=board, files=files, plan=plan, report=report,

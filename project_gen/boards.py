@@ -58,9 +58,22 @@ DEFAULT_BAUD = 115200
 
 @dataclass(frozen=True)
 class Region:
+    """One memory of the board. `kind` says what kiln may place there: "flash" (read-only
+    at run time: weights, sample inputs; the board's `flash` also holds the vector table
+    and the code), "ram" (read-write: the arena, model state; the board's `ram` also holds
+    .data, .bss and the stack), "" (an extra region listed for reference: unused).
+    `speed` ranks the memories, 0 fastest (TCM); `loaded` says whether the region holds
+    the ELF image's bytes when the firmware starts (always for flash; for RAM when the
+    loader writes it: QEMU's -kernel loads every segment, a real board's RAM is undefined
+    at reset), so only a loaded region takes constant data; `exec`: code may run there
+    (the linker's x attribute; kiln places code only in the board's `flash`)."""
     name: str
     origin: int
     size: int
+    kind: str = ""
+    speed: int = 1
+    loaded: bool = False
+    exec: bool = False
 
     @property
     def end(self) -> int:
@@ -158,6 +171,20 @@ class Board:
         return TIMER_DRIVERS[self.timer]
 
     @property
+    def memories(self) -> tuple[Region, ...]:
+        """The regions kiln places into: `flash`, `ram`, then the extra regions with a kind
+        (empty on the host)."""
+        if self.flash is None or self.ram is None:
+            return ()
+        return (self.flash, self.ram, *(r for r in self.extra_regions if r.kind))
+
+    @property
+    def multi_region(self) -> bool:
+        """Whether kiln spreads a model over several regions (kiln.project_gen.regions):
+        an extra region with a kind, or a `ram` the loader fills (it may take weights)."""
+        return len(self.memories) > 2 or (self.ram is not None and self.ram.loaded)
+
+    @property
     def tick_unit(self) -> str:
         """What kiln_platform_ticks() counts on this board, as the run report names it."""
         if self.runs_on == "qemu":
@@ -210,6 +237,14 @@ DSP_CPUS = {"cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"}
 TOP_KEYS = ("name", "description", "cpu", "fpu", "dsp", "clock_hz", "runs_on", "stack_bytes",
             "flash", "ram", "extra_regions", "uart", "timer", "qemu", "init", "flashing")
 REGION_KEYS = ("origin", "size")
+# The optional keys of the `flash` and `ram` tables and of an extra region (kind, speed
+# rank, whether the loader fills it, whether code may run there).
+FLASH_KEYS = ("name",) + REGION_KEYS + ("speed",)
+RAM_KEYS = ("name",) + REGION_KEYS + ("speed", "loaded")
+EXTRA_REGION_KEYS = ("name",) + REGION_KEYS + ("kind", "speed", "loaded", "exec")
+REGION_KINDS = ("flash", "ram")
+SPEED_RANGE = (0, 9)
+DEFAULT_SPEED = 1
 UART_KEYS = ("kind", "base", "baud", "clock_hz", "tx_pin", "rx_pin")
 TIMER_KEYS = ("kind",)
 QEMU_KEYS = ("machine", "args")
@@ -293,19 +328,59 @@ class _Reader:
 
 
 def _region(r: _Reader, table: object, key: str, named: bool = False) -> Region:
+    """The `flash` or `ram` table, or (named) an entry of `extra_regions`."""
     example = f", e.g. {key} = {{ origin = 0x20000000, size = 0x10000 }}"
     if isinstance(table, dict) and ("origin" not in table or "size" not in table):
         raise r.fail(key, f"{key} needs origin and size{example}")
-    t = r.table(table, key, REGION_KEYS + (("name",) if named else ()), example)
+    known = EXTRA_REGION_KEYS if named else FLASH_KEYS if key == "flash" else RAM_KEYS
+    t = r.table(table, key, known, example)
     origin = r.int(t["origin"], f"{key}.origin", 0, U32_MAX)
     size = r.int(t["size"], f"{key}.size", 1, U32_MAX + 1)
     if origin + size > U32_MAX + 1:
         raise r.fail(key, f"origin 0x{origin:X} + size 0x{size:X} runs past the 4 GB address space")
-    name = "REGION" if named else key.upper()
-    if named and "name" in t:
+    speed = r.int(t.get("speed", DEFAULT_SPEED), f"{key}.speed", *SPEED_RANGE)
+    if not named:      # the board's own flash and RAM: what every firmware has had
+        kind = key
+        name = key.upper()
+        if "name" in t:
+            name = r.ident(t["name"], f"{key}.name", REGION_NAME_RE, 32,
+                           "a letter then letters, digits or _").upper()
+        return Region(name=name, origin=origin, size=size, kind=kind, speed=speed,
+                      loaded=kind == "flash" or r.bool(t.get("loaded", False), f"{key}.loaded"),
+                      exec=True)
+    name = "REGION"
+    if "name" in t:
         name = r.ident(t["name"], f"{key}.name", REGION_NAME_RE, 32,
                        "a letter then letters, digits or _").upper()
-    return Region(name=name, origin=origin, size=size)
+    kind = ""
+    if "kind" in t:
+        kind = r.choice(t["kind"], f"{key}.kind", REGION_KINDS)
+    elif any(k in t for k in ("speed", "loaded", "exec")):
+        raise r.fail(f"{key}.kind", "a region with speed, loaded or exec needs kind = "
+                                    "\"flash\" or \"ram\" (without kind it is only listed)")
+    loaded = kind == "flash"
+    if "loaded" in t:
+        loaded = r.bool(t["loaded"], f"{key}.loaded")
+        if kind == "flash" and not loaded:
+            raise r.fail(f"{key}.loaded", "a flash region always holds the image's bytes")
+    return Region(name=name, origin=origin, size=size, kind=kind, speed=speed, loaded=loaded,
+                  exec=r.bool(t.get("exec", False), f"{key}.exec"))
+
+
+def _check_regions(r: _Reader, regions: list[tuple[str, Region]]) -> None:
+    """Region names are unique (they are the linker's MEMORY names) and no two regions
+    share an address."""
+    seen: dict[str, str] = {}
+    for key, region in regions:
+        if region.name in seen:
+            raise r.fail(f"{key}.name", f"region name {region.name} is also {seen[region.name]}'s "
+                                        f"(names are upper-cased linker MEMORY names)")
+        seen[region.name] = key
+    for i, (key_a, a) in enumerate(regions):
+        for key_b, b in regions[i + 1:]:
+            if a.origin < b.end and b.origin < a.end:
+                raise r.fail(key_b, f"{b.name} [0x{b.origin:X}, 0x{b.end:X}) overlaps "
+                                    f"{key_a} {a.name} [0x{a.origin:X}, 0x{a.end:X})")
 
 
 def _uart(r: _Reader, table: object, core_clock_hz: int) -> Uart:
@@ -483,6 +558,9 @@ def parse_board(data: dict, source: str = "<board>") -> Board:
                                 f"[0x{flash.origin:X}, 0x{flash.end:X})")
     extra_regions = tuple(_region(r, t, f"extra_regions[{i}]", named=True) for i, t in
                           enumerate(r.list(data.get("extra_regions", []), "extra_regions", MAX_REGIONS)))
+    if not host:
+        _check_regions(r, [("flash", flash), ("ram", ram)] +
+                       [(f"extra_regions[{i}]", x) for i, x in enumerate(extra_regions)])
     pokes = tuple(_poke(r, t, i) for i, t in enumerate(r.list(data.get("init", []), "init", MAX_POKES)))
 
     stack_bytes = r.int(data.get("stack_bytes", DEFAULT_STACK_BYTES), "stack_bytes", *STACK_RANGE)
@@ -532,9 +610,14 @@ def _board_data(b: Board) -> dict:
         region = getattr(b, key)
         if region is not None:
             data[key] = {"origin": region.origin, "size": region.size}
+            if region.name != key.upper():
+                data[key] = {"name": region.name, **data[key]}
+            if region.speed != DEFAULT_SPEED:
+                data[key]["speed"] = region.speed
+            if key == "ram" and region.loaded:
+                data[key]["loaded"] = True
     if b.extra_regions:
-        data["extra_regions"] = [{"name": r.name, "origin": r.origin, "size": r.size}
-                                 for r in b.extra_regions]
+        data["extra_regions"] = [_extra_region_data(r) for r in b.extra_regions]
     if b.qemu is not None:
         data["qemu"] = {"machine": b.qemu.machine, "args": list(b.qemu.args)}
     if b.init:
@@ -543,6 +626,20 @@ def _board_data(b: Board) -> dict:
         data["flashing"] = {k: v for k, v in (("command", b.flashing.command),
                                               ("pyocd_target", b.flashing.pyocd_target))
                             if v is not None}
+    return data
+
+
+def _extra_region_data(region: Region) -> dict:
+    """An extra region as its TOML table: the keys that differ from their defaults."""
+    data: dict = {"name": region.name, "origin": region.origin, "size": region.size}
+    if region.kind:
+        data["kind"] = region.kind
+        if region.speed != DEFAULT_SPEED:
+            data["speed"] = region.speed
+        if region.kind == "ram" and region.loaded:
+            data["loaded"] = True
+        if region.exec:
+            data["exec"] = True
     return data
 
 
@@ -693,9 +790,10 @@ FIELD_NOTES = {
     "uart": "the serial port kiln prints to / talks RPC over; kinds: "
             + ", ".join(k for k in UART_DRIVERS if k != "posix"),
     "timer": "systick|dwt: what kiln_platform_ticks() reads",
-    "flash": "where code, weights and inputs go (linker FLASH)",
-    "ram": "where the arena, data and stack go (linker RAM)",
-    "extra_regions": "more memories, by name (e.g. CCM)",
+    "flash": "where code, weights and inputs go (linker FLASH); speed: rank, 0 fastest",
+    "ram": "where the arena, data and stack go (linker RAM); speed; loaded: the loader fills it",
+    "extra_regions": "more memories, by name; with kind = \"flash\"|\"ram\" kiln places weights, "
+                     "arena or state there (speed 0 fastest; loaded: the loader fills it)",
     "qemu": "runs_on = \"qemu\": the machine (qemu-system-arm -M help); args: -cpu/-m/-smp pairs",
     "init": "start-up register read-modify-writes: clock gates, pin mux",
     "flashing": "runs_on = \"board\": how `kiln flash` flashes it",

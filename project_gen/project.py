@@ -680,7 +680,7 @@ def create_project(model: Any, board: str | Board, out_dir: str | Path,
     files.update({f"model/{fname}": text for fname, text in art.files.items()
                   if fname != MANIFEST})
     files.update(render.project_files(board, report, mode, kiln_version(), ICOUNT_SHIFT,
-                                      build_id))
+                                      build_id, sum(x.nbytes for s in samples or [] for x in s)))
     if samples is not None:
         files.update(render.inputs_files(name, samples, inputs_origin or "given"))
     own_board = not is_kiln_board(board)

@@ -28,6 +28,7 @@ from kiln.compiler import escape, export
 from kiln.compiler.errors import BoardError
 from kiln.compiler.paths import templates_dir
 
+from . import regions
 from .boards import UART_DRIVERS, Board
 from .inputs import c_bytes
 from .qemu import qemu_args
@@ -110,6 +111,8 @@ _FILTERS = {
     "project_name": escape.project_name,
     "plain_words": _plain_words,
     "hex": _hex,
+    # A MEMORY region or section name of the linker script: checked, never escaped.
+    "ld_name": regions.ld_name,
     "markdown_text": escape.markdown_text,
     "markdown_code": escape.markdown_code,
 }
@@ -158,11 +161,27 @@ def _kernels_cmake() -> _Code:
                                       "${KILN_CPU_FLAGS} ${KILN_C_FLAGS}"))
 
 
+def _region_context(board: Board, report: dict, inputs_bytes: int) -> dict:
+    """linker.ld's memory regions: the extra MEMORY entries, the per-region sections of a
+    multi-region board's placement (kiln.project_gen.regions) and the inputs' region."""
+    placement = report.get("placement") if not board.is_host and board.multi_region else None
+    if not placement:
+        return dict(extra_memories=[], region_sections=[],
+                    inputs_region=board.flash.name if board.flash else "")
+    return dict(extra_memories=[r for r in board.memories[2:]],
+                region_sections=regions.linker_sections(placement, board),
+                inputs_region=regions.inputs_region(placement, board, inputs_bytes))
+
+
 def project_files(board: Board, report: dict, mode: str, kiln_version: str,
-                  icount_shift: int, build_id: str = "") -> dict[str, str]:
+                  icount_shift: int, build_id: str = "", inputs_bytes: int = 0
+                  ) -> dict[str, str]:
+    """The rendered project files; `inputs_bytes`: the baked sample inputs (standalone),
+    which a multi-region board may place outside its flash."""
     name = model_name(report)
     rpc = mode == "host-driven"
     ctx = dict(board=board, model_name=name, mode=mode, rpc=rpc, kiln_version=kiln_version,
+               **_region_context(board, report, inputs_bytes),
                run_help=_run_help(board), icount_shift=icount_shift,
                qemu_args=qemu_args(board, icount_shift) if board.qemu else [],
                num_outputs=len(report["outputs"]),

@@ -11,7 +11,7 @@ array of the standalone main.c, or the RPC server's `kiln_rpc_arena_buf`.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kiln.compiler.errors import FitError
@@ -23,6 +23,7 @@ ARENA_SYMBOLS = ("kiln_arena", "kiln_rpc_arena_buf")
 WEIGHTS_SECTION = ".kiln_weights"
 INPUTS_SECTION = ".kiln_inputs"
 STACK_SECTION = ".stack"
+STATE_SYMBOL = "kiln_state"
 
 
 @dataclass
@@ -50,11 +51,19 @@ class SizeReport:
     arena: int
     static_ram: int           # .data + .bss, the arena included
     stack_reserved: int
+    # A multi-region board (kiln.project_gen.regions): every region's use, and what each
+    # holds ({"code", "weights", "inputs", "arena", "state", "stack", "other"}: bytes).
+    regions: list[RegionUse] = field(default_factory=list)
+    contents: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
         for key in ("flash", "ram"):
             d[key]["free"] = getattr(self, key).free
+        if not self.regions:
+            del d["regions"], d["contents"]
+        for r, j in zip(self.regions, d.get("regions", [])):
+            j["free"] = r.free
         return d
 
     def lines(self) -> list[str]:
@@ -62,6 +71,10 @@ class SizeReport:
         def use(r: RegionUse) -> str:
             limit = f" / {r.size:>10,} B ({r.percent()})" if r.size else " B"
             return f"{r.region:<6}{r.used:>10,}{limit}"
+        if self.regions:
+            return [f"{use(r)}   " + ", ".join(f"{k} {n:,}" for k, n in
+                                               self.contents.get(r.region, {}).items() if n)
+                    for r in self.regions]
         return [
             f"{use(self.flash)}   code {self.code:,}, weights {self.weights:,}"
             + (f", sample inputs {self.inputs:,}" if self.inputs else ""),
@@ -95,6 +108,8 @@ def size_report(elf_path: str | Path, board: Board) -> SizeReport:
 
     weights, inputs = section_size(WEIGHTS_SECTION), section_size(INPUTS_SECTION)
     arena_sym = next((elf.symbols[n] for n in ARENA_SYMBOLS if n in elf.symbols), None)
+    if not board.is_host and board.multi_region:
+        return _regions_report(elf, board, arena_sym)
     return SizeReport(
         board=board.name,
         flash=RegionUse(board.flash.name if board.flash else "image", flash_used,
@@ -108,6 +123,41 @@ def size_report(elf_path: str | Path, board: Board) -> SizeReport:
         static_ram=ram_used - stack,
         stack_reserved=stack,
     )
+
+
+def _regions_report(elf, board: Board, arena_sym) -> SizeReport:
+    """size_report of a multi-region board: each region's use and contents. The .data
+    image counts in `flash` (its load address); everything else where it runs."""
+    alloc = [s for s in elf.sections if s.alloc and s.size]
+    state_sym = elf.symbols.get(STATE_SYMBOL)
+    contents: dict[str, dict[str, int]] = {}
+    uses = []
+    for region in board.memories:
+        mine = [s for s in alloc if region.contains(s.addr)]
+        c = {"code": 0, "weights": sum(s.size for s in mine if s.name.startswith(WEIGHTS_SECTION)),
+             "inputs": sum(s.size for s in mine if s.name == INPUTS_SECTION),
+             "arena": arena_sym.size if arena_sym and region.contains(arena_sym.value) else 0,
+             "state": state_sym.size if state_sym and region.contains(state_sym.value) else 0,
+             "stack": sum(s.size for s in mine if s.name == STACK_SECTION), "other": 0}
+        used = sum(s.size for s in mine)
+        if region is board.flash:
+            data = elf.section(".data")
+            used += data.size if data else 0
+            c["code"] = used - c["weights"] - c["inputs"]
+        else:
+            c["other"] = used - c["weights"] - c["inputs"] - c["arena"] - c["state"] - c["stack"]
+        contents[region.name] = c
+        uses.append(RegionUse(region.name, used, region.size))
+    flash, ram = uses[0], uses[1]
+    arena = arena_sym.size if arena_sym else 0
+    stack = sum(c["stack"] for c in contents.values())
+    return SizeReport(
+        board=board.name, flash=flash, ram=ram,
+        code=contents[board.flash.name]["code"],
+        weights=sum(c["weights"] for c in contents.values()),
+        inputs=sum(c["inputs"] for c in contents.values()),
+        arena=arena, static_ram=ram.used - stack, stack_reserved=stack,
+        regions=uses, contents=contents)
 
 
 _OVERFLOW = re.compile(r"region `(\w+)' overflowed by (\d+) bytes")
@@ -124,7 +174,7 @@ def linker_overflows(output: str) -> dict[str, int]:
 def overflow_error(model: str, board: Board, overflows: dict[str, int],
                    at_least: bool = False) -> FitError:
     """One line: which region overflows by how many bytes, for each region that does."""
-    regions = {"FLASH": board.flash, "RAM": board.ram}
+    regions = {r.name: r for r in board.memories}
     by = "by at least" if at_least else "by"
     parts = []
     for name, over in overflows.items():
@@ -146,21 +196,46 @@ def check_fits(model: str, board: Board, weights_bytes: int, arena_bytes: int,
     """
     if board.is_host:
         return
+    if board.multi_region:
+        _check_fits_regions(model, board, weights_bytes, arena_bytes, inputs_bytes)
+        return
     overs = {}
+    flash, ram = board.flash.name, board.ram.name
     if weights_bytes + inputs_bytes > board.flash.size:
-        overs["FLASH"] = weights_bytes + inputs_bytes - board.flash.size
+        overs[flash] = weights_bytes + inputs_bytes - board.flash.size
     if arena_bytes + board.stack_bytes > board.ram.size:
-        overs["RAM"] = arena_bytes + board.stack_bytes - board.ram.size
+        overs[ram] = arena_bytes + board.stack_bytes - board.ram.size
     if not overs:
         return
     error = overflow_error(model, board, overs, at_least=True)
-    if list(overs) == ["FLASH"] and weights_bytes <= board.flash.size:
+    if list(overs) == [flash] and weights_bytes <= board.flash.size:
         fewer = " or with fewer samples" if samples > 1 else ""
         error = FitError(f"{error}, counting {inputs_bytes:,} bytes of baked sample inputs "
                          f"({samples} sample{'s' if samples != 1 else ''}); the weights fit "
                          f"without them: create the project in host-driven mode "
                          f"(--mode host-driven){fewer}")
     raise error
+
+
+def _check_fits_regions(model: str, board: Board, weights_bytes: int, arena_bytes: int,
+                        inputs_bytes: int) -> None:
+    """check_fits on a multi-region board: the constants against every loaded region, the
+    arena, state and stack against every RAM region (lower bounds; which region takes
+    what is kiln.project_gen.regions's placement, checked by the estimate and the link)."""
+    loaded = [r for r in board.memories if r.loaded]
+    ram = [r for r in board.memories if r.kind == "ram"]
+    parts = []
+    over = weights_bytes + inputs_bytes - sum(r.size for r in loaded)
+    if over > 0:
+        parts.append(f"the constants overflow {'+'.join(r.name for r in loaded)} by at "
+                     f"least {over:,} bytes")
+    # RAM regions that hold constants hold them in place of activations
+    over = arena_bytes + board.stack_bytes - sum(r.size for r in ram) + \
+        max(0, weights_bytes + inputs_bytes - sum(r.size for r in loaded if r.kind != "ram"))
+    if over > 0:
+        parts.append(f"{'+'.join(r.name for r in ram)} overflow by at least {over:,} bytes")
+    if parts:
+        raise FitError(f"{model} does not fit {board.name}: {'; '.join(parts)}")
 
 
 # --- the fit verdict before a build -------------------------------------------------------
@@ -206,10 +281,15 @@ class FitVerdict:
     ram: RegionUse
     overflows: dict[str, int]       # {region: bytes over}, from the linker
     linked: bool                    # the figures are the linker's, not an estimate
+    regions: list[RegionUse] = field(default_factory=list)    # a multi-region board's
 
     @property
     def fits(self) -> bool:
         return not self.overflows
+
+    @property
+    def uses(self) -> list[RegionUse]:
+        return self.regions or [self.flash, self.ram]
 
     def line(self) -> str:
         """"fits: flash X of Y, RAM X of Y" or "does not fit: FLASH overflows by N bytes"."""
@@ -218,6 +298,9 @@ class FitVerdict:
                                                 for r, n in self.overflows.items())
         at_most = "" if self.linked else "at most "
         how = "linked" if self.linked else "estimated, code bounded"
+        if self.regions:
+            return ("fits: " + ", ".join(f"{r.region} {at_most}{r.used:,} of {r.size:,}"
+                                         for r in self.regions) + f" ({how})")
         return (f"fits: flash {at_most}{self.flash.used:,} of {self.flash.size:,}, "
                 f"RAM {at_most}{self.ram.used:,} of {self.ram.size:,} ({how})")
 
@@ -232,15 +315,40 @@ def estimate_fit(report: dict, board: Board, mode: str, inputs_bytes: int = 0) -
     # the model state (stateful models) is a static array of model.c, .bss like the rest
     ram = (int(report.get("arena_bytes", 0)) + int(report.get("state_bytes", 0))
            + OTHER_STATIC_RAM[mode] + board.stack_bytes)
+    placement = report.get("placement")
+    if board.multi_region and placement:
+        return _estimate_regions(report, placement, board, mode, inputs_bytes)
     return FitVerdict(board=board.name, mode=mode,
                       flash=RegionUse(board.flash.name, flash, board.flash.size),
                       ram=RegionUse(board.ram.name, ram, board.ram.size),
                       overflows={}, linked=False)
 
 
+def _estimate_regions(report: dict, placement: dict, board: Board, mode: str,
+                      inputs_bytes: int) -> FitVerdict:
+    """estimate_fit on a multi-region board: each region's placed buffers (padded), plus
+    the code bound in `flash`, the statics and stack in `ram`, the sample inputs in their
+    region (regions.inputs_region), and one alignment gap per output section."""
+    from .regions import inputs_region
+
+    where_inputs = inputs_region(placement, board, inputs_bytes) if inputs_bytes else None
+    uses = []
+    for r in placement["regions"]:
+        used = r["placed"] + 2 * SECTION_ALIGN
+        if r["name"] == board.flash.name:
+            used += code_bound(report, mode) + SECTION_ALIGN
+        if r["name"] == board.ram.name:
+            used += OTHER_STATIC_RAM[mode] + board.stack_bytes
+        if r["name"] == where_inputs:
+            used += inputs_bytes + SECTION_ALIGN
+        uses.append(RegionUse(r["name"], used, r["size"]))
+    return FitVerdict(board=board.name, mode=mode, flash=uses[0], ram=uses[1],
+                      overflows={}, linked=False, regions=uses)
+
+
 def may_overflow(verdict: FitVerdict) -> bool:
     """Whether the upper bounds of an estimate exceed a region (a link then decides)."""
-    return verdict.flash.used > verdict.flash.size or verdict.ram.used > verdict.ram.size
+    return any(u.used > u.size for u in verdict.uses)
 
 
 def link_fit(write, board: Board, estimate: FitVerdict, timeout_s: float = 600.0
@@ -270,15 +378,16 @@ def link_fit(write, board: Board, estimate: FitVerdict, timeout_s: float = 600.0
             if not overflows:
                 return None
 
-            def region(use: RegionUse, name: str) -> RegionUse:
-                over = overflows.get(name)
+            def region(use: RegionUse) -> RegionUse:
+                over = overflows.get(use.region)
                 return use if over is None else RegionUse(use.region, use.size + over, use.size)
             return FitVerdict(board=board.name, mode=estimate.mode,
-                              flash=region(estimate.flash, "FLASH"),
-                              ram=region(estimate.ram, "RAM"), overflows=overflows, linked=True)
+                              flash=region(estimate.flash), ram=region(estimate.ram),
+                              overflows=overflows, linked=True,
+                              regions=[region(u) for u in estimate.regions])
         r = size_report(folder / "build" / "firmware.elf", board)
         return FitVerdict(board=board.name, mode=estimate.mode, flash=r.flash, ram=r.ram,
-                          overflows={}, linked=True)
+                          overflows={}, linked=True, regions=r.regions)
 
 
 def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_bytes: int,
@@ -299,7 +408,9 @@ def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_by
     can_link = have_tool(compiler_for(board)) and have_tool(MAKE)
     # Constants more than twice the flash: no link (compiling megabytes of weights.c
     # for a count past the whole flash); "by at least N" says enough.
-    huge = int(report.get("weights_bytes", 0)) + inputs_bytes > 2 * board.flash.size
+    room = sum(r.size for r in board.memories if r.loaded) if board.multi_region \
+        else board.flash.size
+    huge = int(report.get("weights_bytes", 0)) + inputs_bytes > 2 * room
     if too_large is not None and (huge or not can_link):
         raise too_large
     if not may_overflow(verdict) or not can_link:
@@ -311,8 +422,8 @@ def check_link_fits(model: str, report: dict, board: Board, mode: str, inputs_by
         return verdict
     if linked.overflows:
         error = overflow_error(model, board, linked.overflows)
-        flash_over = linked.overflows.get("FLASH", 0)
-        if list(linked.overflows) == ["FLASH"] and 0 < flash_over <= inputs_bytes:
+        flash_over = linked.overflows.get(board.flash.name, 0)
+        if list(linked.overflows) == [board.flash.name] and 0 < flash_over <= inputs_bytes:
             # Host-driven firmware bakes no samples but has the RPC server's code: named
             # only when its upper bounds fit (VWW on lm3s6965evb overflows either way).
             hints = (["with fewer samples it may fit"] if samples > 1 else []) + \

@@ -46,14 +46,17 @@ def test_memory_sizes_from_the_datasheets():
     kb = 1024
     expected = {  # (flash, RAM) in KB
         "lm3s6965evb": (256, 64), "microbit": (256, 16), "netduinoplus2": (1024, 128),
-        "mps3-an547": (512, 4096), "nucleo-l4r5zi": (2048, 640),
+        "mps3-an547": (512, 512), "nucleo-l4r5zi": (2048, 640),
         "nucleo-f746zg": (1024, 320), "nrf52840dk": (1024, 256),
     }
     for name, (flash, ram) in expected.items():
         b = get_board(name)
         assert (b.flash.size, b.ram.size) == (flash * kb, ram * kb), name
     assert get_board("netduinoplus2").flash.origin == 0x08000000
-    assert get_board("mps3-an547").ram.origin == 0x21000000
+    an547 = get_board("mps3-an547")     # ITCM, DTCM, then QEMU's other memories
+    assert [(r.name, r.origin, r.size // kb) for r in an547.memories] == [
+        ("ITCM", 0, 512), ("DTCM", 0x20000000, 512), ("ISRAM", 0x21000000, 4096),
+        ("SRAM", 0x01000000, 2048), ("DDR", 0x60000000, 2 * kb * kb)]
 
 
 def test_cpu_flags():

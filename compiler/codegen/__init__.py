@@ -348,12 +348,13 @@ def lower(graph: Graph, target: Target | None = None,
     variant knobs of some layers (by position in graph.ops), e.g. from tuning."""
     check_supported(graph)
     consts: dict = {}
+    same_consts: dict = {}
     layers = []
     target = target or Target()
     layer_knobs = layer_knobs or {}
     for step, op in enumerate(graph.ops):
         ctx = LowerCtx(graph=graph, op=op, layer=step, consts=consts, target=target,
-                       knobs=layer_knobs.get(step))
+                       knobs=layer_knobs.get(step), same_consts=same_consts)
         code = LOWERINGS[op.type].fn(ctx)
         layers.append(EmittedLayer(op=op, code=code, pointers=dict(ctx.pointers)))
     return layers, consts
@@ -361,8 +362,10 @@ def lower(graph: Graph, target: Target | None = None,
 
 def generate(graph: Graph, version: str, target: Target | None = None,
              layer_knobs: dict[int, dict] | None = None, optimize: str = "speed",
+             split_weights: bool = False,
              ) -> tuple[dict[str, str], Plan, list[EmittedLayer], dict]:
     """Lower, plan (with overlaps as `optimize` asks, see choose_overlaps) and emit.
+    `split_weights`: each weights array in a section of its own (a multi-region board).
     Returns (files, plan, layers, consts)."""
     layers, consts = lower(graph, target, layer_knobs)     # unsupported ops named first
     for tid in graph.outputs:
@@ -374,11 +377,13 @@ def generate(graph: Graph, version: str, target: Target | None = None,
     layers = apply_overlaps(graph, layers, plan, choice)
     plan.state = state_buffers(graph)
     bounds.require_int32("the memory plan", "the model state's size in bytes", plan.state_bytes)
-    return emit_sources(graph, layers, consts, plan, version), plan, layers, consts
+    return (emit_sources(graph, layers, consts, plan, version, split_weights=split_weights),
+            plan, layers, consts)
 
 
 def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: Plan,
-                 version: str, prefix: str | None = None) -> dict[str, str]:
+                 version: str, prefix: str | None = None,
+                 split_weights: bool = False) -> dict[str, str]:
     """model.h, model.c, weights.h and weights.c of lowered layers placed by `plan`; with a
     `prefix` P (a checked C identifier, kiln.compiler.export), P.h and P.c exporting P_*
     names only."""
@@ -401,8 +406,8 @@ def emit_sources(graph: Graph, layers: list[EmittedLayer], consts: dict, plan: P
         "model.h": model_h(graph, plan, offsets, len(layers), version),
         "model.c": model_c(graph, plan, offsets, layers, scratch, version,
                            state_offsets=state_offsets),
-        "weights.h": weights_h(const_list, version),
-        "weights.c": weights_c(const_list, version),
+        "weights.h": weights_h(const_list, version, split_weights),
+        "weights.c": weights_c(const_list, version, split_weights),
     }
 
 

@@ -73,10 +73,22 @@ _WEIGHTS_SECTION = ('/* Weights live in their own section so the linker script c
                     "#else", "#define {m}_WEIGHTS", "#endif")
 
 
-def weights_h(consts: list[ConstArray], version: str) -> str:
+# A board with several memory regions (kiln.project_gen.regions) places the weights array
+# by array: each in a section of its own, which the generated linker script puts in a region.
+_WEIGHTS_SECTION_EACH = (
+    "/* Each weights array in a section of its own, .kiln_weights.<array>: the linker script",
+    " * places them across the board's memory regions (kiln.json \"placement\"). */",
+    "#if defined(__GNUC__) && !defined(__APPLE__)",
+    '#define {m}_WEIGHTS_IN(array) __attribute__((section(".kiln_weights." #array), aligned(16)))',
+    "#else", "#define {m}_WEIGHTS_IN(array)", "#endif")
+
+
+def weights_h(consts: list[ConstArray], version: str, split: bool = False) -> str:
+    """weights.h; `split`: per-array sections (KILN_WEIGHTS_IN) for a multi-region board."""
+    section = _WEIGHTS_SECTION_EACH if split else _WEIGHTS_SECTION
     out = [f"/* weights.h - constant data of the model. {_VERSION_LINE.format(version=version)} */",
            "#ifndef KILN_WEIGHTS_H", "#define KILN_WEIGHTS_H", "", "#include <stdint.h>", "",
-           *_EXTERN_C_OPEN, *(line.format(m="KILN") for line in _WEIGHTS_SECTION), ""]
+           *_EXTERN_C_OPEN, *(line.format(m="KILN") for line in section), ""]
     for c in consts:
         out.append(f"extern const {c.ctype} {c.name}[{max(c.values.size, 1)}];")
     out += ["", *_EXTERN_C_CLOSE, "#endif /* KILN_WEIGHTS_H */", ""]
@@ -84,21 +96,23 @@ def weights_h(consts: list[ConstArray], version: str) -> str:
 
 
 def _weight_definitions(consts: list[ConstArray], storage: str) -> list[str]:
+    """The arrays' definitions; a `storage` holding {name} is formatted per array."""
     out = []
     for c in consts:
         if c.comment:
             out.append(f"/* {c_comment(c.comment)} */")
         values = c.values if c.values.size else np.zeros(1, dtype=c.values.dtype)
-        out.append(f"{storage}const {c.ctype} {c.name}[{values.size}] = {{")
+        out.append(f"{storage.format(name=c.name)}const {c.ctype} {c.name}[{values.size}] = {{")
         out.append("    " + _format_values(values, c.ctype))
         out.append("};")
         out.append("")
     return out
 
 
-def weights_c(consts: list[ConstArray], version: str) -> str:
+def weights_c(consts: list[ConstArray], version: str, split: bool = False) -> str:
     out = [f"/* weights.c - {_VERSION_LINE.format(version=version)} */", '#include "weights.h"', ""]
-    return "\n".join(out + _weight_definitions(consts, "KILN_WEIGHTS "))
+    storage = "KILN_WEIGHTS_IN({name}) " if split else "KILN_WEIGHTS "
+    return "\n".join(out + _weight_definitions(consts, storage))
 
 
 def _io_macros(graph: Graph, plan_offsets: dict[int, int], prefix: str, ids: list[int],
