@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
+from .cli_args import add_model_options, model_options
 from .arrays_io import check_output_path, files_read, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
 from .ir import GraphError
@@ -38,7 +39,7 @@ def cmd_info(args) -> int:
     from .codegen import explain
 
     try:
-        g = load(args.model)
+        g = load(args.model, **model_options(args))
     except GraphError as e:
         if explain(e) is e:         # malformed, nothing else to say: the error
             raise
@@ -132,7 +133,7 @@ def _memory_line(art) -> str:
 def _load_for_compile(args):
     from . import load
 
-    g = load(args.model)
+    g = load(args.model, **model_options(args))
     calibration = getattr(args, "calibration", None)
     if calibration:
         from .quantize.cli import quantize_for_compile
@@ -240,6 +241,9 @@ def cmd_run(args) -> int:
         if getattr(args, "tuning_records", None):
             raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
                              f"to `kiln project create`, or give the model file")
+        if model_options(args):
+            raise InputError(f"{target} is a project, compiled already: pass --input-shape/"
+                             f"--layout to `kiln project create`, or give the model file")
 
         from kiln.project_gen.boards import get_board
 
@@ -301,6 +305,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")
+    add_model_options(p)
     from kiln.project_gen.rpc_cli import add_port_arguments
 
     add_port_arguments(p)
@@ -342,6 +347,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
     add_optimize_argument(p)
     p.add_argument("--memory-plot", metavar="OUT.svg",
                    help="draw the arena over time (buffers as boxes) to an SVG file")
+    add_model_options(p)
     p.set_defaults(handler=cmd_info)
 
     p = sub.add_parser("compile", help="compile a model to C sources and kiln.json")
@@ -358,6 +364,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]
                    help="a C identifier: write P.h, P.c, P.mk and export only P_* names "
                         "(P_run, P_ARENA_BYTES...), so several models link into one program")
     add_optimize_argument(p)
+    add_model_options(p)
     p.set_defaults(handler=cmd_compile)
 
     p = sub.add_parser(

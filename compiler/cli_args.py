@@ -67,3 +67,54 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_TIMEOUT_S:,.0f} seconds "
                                          f"(a week), got {text}")
     return value
+
+
+# --input-shape NAME=D,D,... and --layout: how an ONNX model is read (frontend.load).
+LAYOUTS = ("nchw", "nhwc")
+
+
+def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """NAME=1,3,32,32: an ONNX input's name and the dims that pin its dynamic ones. The
+    name is everything before the last '=' (an ONNX name may hold '=' or ',')."""
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=DIMS (e.g. input=1,3,32,32)")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: the dims must be whole numbers separated "
+                                         f"by commas (e.g. {name}=1,3,32,32)") from None
+    if any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"{text!r}: every dim must be at least 1")
+    return name, shape
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """--input-shape and --layout, on every command that reads a model."""
+    p.add_argument("--input-shape", dest="input_shape", action="append", type=input_shape,
+                   default=[], metavar="NAME=D,D,...",
+                   help="pin the dynamic dims of an ONNX input (e.g. x=1,3,32,32; repeat "
+                        "per input); not for .tflite models")
+    p.add_argument("--layout", choices=LAYOUTS, default=None,
+                   help="an ONNX model's image inputs and outputs: nchw (as the model "
+                        "declares them, the default) or nhwc (no layout transposes at all; "
+                        "docs/onnx.md)")
+
+
+def model_options(args) -> dict:
+    """The keyword arguments of frontend.load() that the options above give (empty when
+    none is given: the model is read as it is)."""
+    from .errors import InputError
+
+    options: dict = {}
+    pins = getattr(args, "input_shape", None) or []
+    if pins:
+        shapes: dict[str, tuple[int, ...]] = {}
+        for name, shape in pins:
+            if name in shapes and shapes[name] != shape:
+                raise InputError(f"--input-shape names {name!r} twice with different dims")
+            shapes[name] = shape
+        options["input_shapes"] = shapes
+    if getattr(args, "layout", None):
+        options["layout"] = args.layout
+    return options

@@ -78,7 +78,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="quantize a float model first, as `kiln compile --calibration` "
                         "(once per model input)")
     add_optimize_argument(c)
+    from kiln.compiler.cli_args import add_model_options
     from kiln.compiler.quantize.cli import add_quantize_options
+
+    add_model_options(c)
 
     add_quantize_options(c)
     c.set_defaults(handler=cmd_project_create)
@@ -186,14 +189,19 @@ def _print_size(project: Project, report: SizeReport) -> None:
 def _model_for_create(args: argparse.Namespace):
     """The model file as given, or with --calibration the compiled Artifact of the model
     quantized as `kiln compile --calibration` quantizes it."""
-    if not args.calibration:
+    from kiln.compiler.cli_args import model_options
+
+    options = model_options(args)
+    if not args.calibration and not options:
         return args.model, {"tuning_records": args.tuning_records, "optimize": args.optimize}
     from kiln.compiler import compile as kiln_compile, load
     from kiln.compiler.quantize.cli import quantize_for_compile
 
     from .boards import get_board
 
-    graph = quantize_for_compile(load(args.model), args)
+    graph = load(args.model, **options)      # --input-shape / --layout: read as asked
+    if args.calibration:
+        graph = quantize_for_compile(graph, args)
     art = kiln_compile(graph, board=get_board(args.board), tuning_records=args.tuning_records,
                        optimize=args.optimize)
     return art, {}

@@ -21,7 +21,7 @@ import numpy as np
 
 from kiln.compiler.arrays_io import (check_output_path, files_read, print_samples, read_inputs,
                                      write_outputs)
-from kiln.compiler.cli_args import positive_float, repeat_count
+from kiln.compiler.cli_args import add_model_options, positive_float, repeat_count
 from kiln.compiler.cache import cache_dir, cached_entry
 from kiln.compiler.errors import InputError, KilnError
 from kiln.compiler.escape import project_name
@@ -60,6 +60,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="timed whole-model runs to compare the layer sum against")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")
+    add_model_options(p)
     add_port_arguments(p)
     p.set_defaults(handler=cmd_profile)
 
@@ -99,10 +100,14 @@ def _complete_project(folder: Path) -> Project | None:
 
 
 def host_driven_project(target: str | Path, board: Any, cache: Path | None = None,
-                        tuning_records: str | Path | None = None) -> Project:
+                        tuning_records: str | Path | None = None,
+                        model_options: dict | None = None) -> Project:
     """A host-driven project for `target`: the project DIR itself, or for a model file a
     project cached under ~/.cache/kiln/projects keyed by model, board (its name and
     facts: a board file may change), kiln sources and the tuning records' content.
+    model_options: load()'s input_shapes / layout (--input-shape, --layout) for an ONNX
+    model; an ONNX model is keyed by its loaded graph's sha256, which covers them and its
+    external data files (the .onnx bytes alone do not).
 
     A cached project is created and built in a staging folder and renamed into place
     (kiln.compiler.cache): Ctrl-C or a crash leaves no entry, never a half-built one, and
@@ -112,6 +117,7 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
         if tuning_records is not None:
             raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
                              f"to `kiln project create`, or give the model file")
+        _refuse_model_options(target, model_options)
         if not (target / MANIFEST).exists():
             raise InputError(f"{target} is a directory but not a kiln project")
         project = Project.open(target)
@@ -122,7 +128,14 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
     if not target.is_file():
         raise InputError(f"{target}: no such model file or project directory")
     model_bytes = read_regular_file(target, "model", MAX_MODEL_BYTES)
-    model_hash = hashlib.sha256(model_bytes).hexdigest()[:16]
+    graph = None
+    if model_options or _is_onnx(target, model_bytes):
+        from kiln.compiler import load
+
+        graph = load(target, **(model_options or {}))
+        model_hash = graph.sha256[:16]
+    else:                    # a .tflite is its bytes (and is not parsed on a cache hit)
+        model_hash = hashlib.sha256(model_bytes).hexdigest()[:16]
     tuned = ""
     if tuning_records is not None:
         if not Path(tuning_records).is_file():
@@ -139,9 +152,15 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
                                      f"{_sources_digest()}{tuned}")
 
     def build(staging: Path) -> None:
-        project = create_project(str(target), board=spec, out_dir=staging,
-                                 mode="host-driven", force=True,
-                                 tuning_records=tuning_records)
+        model: Any = str(target)
+        options: dict[str, Any] = {"tuning_records": tuning_records}
+        if graph is not None:       # compiled from the graph loaded with its options
+            from kiln.compiler import compile as kiln_compile
+
+            model = kiln_compile(graph, board=spec, tuning_records=tuning_records)
+            options = {}
+        project = create_project(model, board=spec, out_dir=staging,
+                                 mode="host-driven", force=True, **options)
         project.build()      # the entry holds its firmware: a later run only reuses it
 
     opened: dict[Path, Project] = {}
@@ -154,6 +173,18 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
 
     cached_entry(out, complete, build, f"the cached project {out.name}")
     return opened.get(out) or Project.open(out)
+
+
+def _is_onnx(target: Path, data: bytes) -> bool:
+    """As frontend.load picks its reader: by extension, else by content."""
+    return target.suffix.lower() == ".onnx" or (len(data) >= 8 and data[4:8] != b"TFL3"
+                                                and data[:1] == b"\x08")
+
+
+def _refuse_model_options(target: Path, model_options: dict | None) -> None:
+    if model_options:
+        raise InputError(f"{target} is a project, compiled already: pass --input-shape/"
+                         f"--layout to `kiln project create`, or give the model file")
 
 
 def connect(project: Project, args: argparse.Namespace) -> Session:
@@ -215,8 +246,11 @@ def profile_rows(project: Project, prof: Profile, port: str | None) -> list[Laye
 def _host_driven(args: argparse.Namespace) -> Project:
     """The host-driven project `kiln profile` / `kiln run` talk to, saying what tuning
     records changed in it."""
+    from kiln.compiler.cli_args import model_options
+
     records = getattr(args, "tuning_records", None)
-    project = host_driven_project(args.model, args.board, tuning_records=records)
+    project = host_driven_project(args.model, args.board, tuning_records=records,
+                                  model_options=model_options(args))
     note = tuning_note(project.manifest) if records else None
     if note:
         print(note)

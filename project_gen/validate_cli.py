@@ -21,7 +21,7 @@ import numpy as np
 
 from kiln.compiler.arrays_io import check_output_path, files_read, read_inputs, read_npy
 from kiln.compiler.cache import cache_dir
-from kiln.compiler.cli_args import positive_int
+from kiln.compiler.cli_args import add_model_options, model_options, positive_int
 from kiln.compiler.errors import InputError
 from kiln.compiler.escape import terminal
 from kiln.compiler.fsutil import atomic_write_bytes, atomic_write_text
@@ -72,6 +72,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="run on a worker of a Ray farm (auto, HOST:PORT): QEMU on a node, or "
                         "a board `kiln farm serve` offers (docs/farm.md)")
     add_quantize_options(p)
+    add_model_options(p)
     p.set_defaults(handler=cmd_validate)
 
 
@@ -81,11 +82,17 @@ def _quantized_file(graph: Graph, args: argparse.Namespace) -> Path:
     """A float model quantized with --calibration, as `kiln compile` does, written to the
     cache under a name keyed by its bytes: the host reference and the target's project
     are then built from one and the same file."""
-    from kiln.compiler.frontend.tflite_writer import write
     from kiln.compiler.quantize.cli import quantize_for_compile
 
-    data = write(quantize_for_compile(graph, args),
-                 description=f"kiln int8 quantization of {graph.name} for kiln validate")
+    return _cached_tflite(quantize_for_compile(graph, args),
+                          f"kiln int8 quantization of {graph.name} for kiln validate")
+
+
+def _cached_tflite(graph: Graph, description: str) -> Path:
+    """`graph` written as a .tflite in the cache, named by its bytes."""
+    from kiln.compiler.frontend.tflite_writer import write
+
+    data = write(graph, description=description)
     folder = cache_dir("validate")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{graph.name}-{hashlib.sha256(data).hexdigest()[:16]}.tflite"
@@ -100,7 +107,8 @@ def _models(args: argparse.Namespace, model_file: Path) -> tuple[Path, FloatRefe
     from kiln.compiler.quantize import is_float_graph
     from kiln.compiler.quantize.float_twin import float_twin
 
-    graph = load(model_file)
+    options = model_options(args)         # --input-shape / --layout of an ONNX model
+    graph = load(model_file, **options)
     if is_float_graph(graph):
         if not args.calibration:
             raise InputError(f"{model_file} is a float model: give --calibration X.npy to "
@@ -111,9 +119,14 @@ def _models(args: argparse.Namespace, model_file: Path) -> tuple[Path, FloatRefe
             print(f"note: {terminal(graph.name)} is an int8 model already; --calibration is "
                   f"ignored")
         int8_file, float_graph, kind = model_file, None, "twin"
+        if options:   # a QDQ .onnx read with them: the int8 model every later step loads
+            int8_file = _cached_tflite(graph, f"{graph.name} (QDQ ONNX, sha256 "
+                                              f"{graph.sha256[:16]}) for kiln validate")
     twin = _evaluable(float_twin(load(int8_file)), "its float twin")
     if args.float_model:
-        float_graph, kind = load(args.float_model), f"--float {Path(args.float_model).name}"
+        float_options = options if Path(args.float_model).suffix.lower() == ".onnx" else {}
+        float_graph = load(args.float_model, **float_options)
+        kind = f"--float {Path(args.float_model).name}"
         if not is_float_graph(float_graph):
             raise InputError(f"--float {args.float_model} is not a float model")
     float_graph = _evaluable(float_graph, "the float model") if float_graph is not None else twin

@@ -476,13 +476,16 @@ def test_constant_node_forms_fold():
     assert [op.type for op in g.ops] == ["RESHAPE", "MUL"]   # the boundary transposes cancel
 
 
-def test_external_data_refused(tmp_path):
+def test_external_data_missing_refused(tmp_path):
+    """External data loads from the model's folder (tests/test_onnx_cli.py); a missing
+    data file is named."""
     m = onnx.load_from_string(conv_model())
     onnx.save_model(m, tmp_path / "ext.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
                     location="ext.data", size_threshold=0)
+    (tmp_path / "ext.data").unlink()
     with pytest.raises(ModelError) as e:
         load(tmp_path / "ext.onnx")
-    assert "external file" in one_line(e)
+    assert "'ext.data', which is missing" in one_line(e)
 
 
 def test_shape_computed_from_activations_refused():

@@ -12,11 +12,18 @@ from . import tflite_reader
 from .tflite_reader import parse
 
 
-def load(source, input_shapes: dict | None = None) -> Graph:
+def load(source, input_shapes: dict | None = None, layout: str | None = None) -> Graph:
     """A .tflite or .onnx model (path or bytes) as a Graph. The reader is picked by the
     extension (.onnx), else by content: TFLite carries 'TFL3' at byte 4, an ONNX protobuf
-    starts with its ir_version field (0x08). `input_shapes` ({input name: dims}) pins an
-    ONNX model's dynamic input dims. Raises ModelError."""
+    starts with its ir_version field (0x08). ONNX only (the CLI's --input-shape and
+    --layout): `input_shapes` ({input name: dims}) pins dynamic input dims; `layout`
+    "nhwc" makes the image inputs and outputs NHWC ("nchw", the default, keeps the
+    model's). Both are part of the graph's sha256, which keys kiln's caches. An ONNX file
+    read from a path may keep its weights in external data files next to it. Raises
+    ModelError."""
+    if layout not in (None, "nchw", "nhwc"):
+        raise InputError(f"layout must be 'nchw' or 'nhwc', not {layout!r}")
+    folder = None
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "model"
     else:
@@ -28,20 +35,25 @@ def load(source, input_shapes: dict | None = None) -> Graph:
         # A file name that is not UTF-8 (bytes kept as surrogates) would make a model
         # name no file can be written with: such bytes become U+FFFD.
         name = path.stem.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        folder = path.parent
         if path.suffix.lower() == ".onnx":
-            return _onnx_parse(data, name, input_shapes)
+            return _onnx_parse(data, name, input_shapes, layout, folder)
     if len(data) >= 8 and data[4:8] != b"TFL3" and data[:1] == b"\x08":
-        return _onnx_parse(data, name, input_shapes)
+        return _onnx_parse(data, name, input_shapes, layout, folder)
     if input_shapes:
-        raise ModelError("input_shapes pins the dynamic dims of an ONNX model; a .tflite "
-                         "model's shapes are static")
+        raise ModelError("--input-shape (input_shapes) pins the dynamic dims of an ONNX "
+                         "model; a .tflite model's shapes are static: drop it")
+    if layout is not None:
+        raise ModelError("--layout (layout) chooses an ONNX model's input/output layout; a "
+                         ".tflite model is NHWC as it is: drop it")
     return tflite_reader.parse(data, name)
 
 
-def _onnx_parse(data: bytes, name: str, input_shapes: dict | None = None) -> Graph:
+def _onnx_parse(data: bytes, name: str, input_shapes: dict | None = None,
+                layout: str | None = None, folder: Path | None = None) -> Graph:
     from . import onnx_reader   # imported only for ONNX models: `onnx` is slow to import
 
-    return onnx_reader.parse(data, name, input_shapes)
+    return onnx_reader.parse(data, name, input_shapes, layout=layout or "nchw", folder=folder)
 
 
 def as_graph(graph) -> Graph:

@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import ModelError
 from ..ir import Graph, Op, Tensor
 from . import onnx_qdq
+from .onnx_external import load_external_data
 
 MIN_OPSET = 13
 _MAX_DIM = 1 << 24
@@ -67,13 +68,20 @@ _LAYOUT_FREE = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSwish", "HardSigmoi
                 "Identity", "BatchNormalization", "Add", "Sub", "Mul", "Div"}
 _ORDER_PRESERVING = {"MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE"}
 
+# Ops that read a rank-3 value as a 1-D image [N, C, L].
+_WINDOW_1D = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
+              "GlobalMaxPool"}
+
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
-def parse(data: bytes, name: str = "model", input_shapes: dict | None = None) -> Graph:
+def parse(data: bytes, name: str = "model", input_shapes: dict | None = None,
+          layout: str = "nchw", folder=None) -> Graph:
     """`data` as a Graph; `input_shapes` (input name → dims) pins the dynamic dims of the
-    model's inputs (an export with dynamic_axes: batch "N")."""
+    model's inputs (an export with dynamic_axes: batch "N"); `layout` "nhwc" makes the
+    image inputs and outputs NHWC (no boundary transposes); `folder`: where the model's
+    external data files are (onnx_external.py), None for a model given as bytes."""
     import onnx
 
     if len(data) == 0:
@@ -88,7 +96,7 @@ def parse(data: bytes, name: str = "model", input_shapes: dict | None = None) ->
         opset = _opset(model)
         if input_shapes:
             _pin_input_shapes(model.graph, input_shapes)
-        _check_no_external_data(model.graph)
+        external = load_external_data(model.graph, folder)
         qdq = None
         if onnx_qdq.has_qdq(model.graph):
             _check_ops(model.graph, opset, extra=onnx_qdq.QDQ_OPS)
@@ -103,7 +111,7 @@ def parse(data: bytes, name: str = "model", input_shapes: dict | None = None) ->
         except Exception as e:
             raise ModelError(f"invalid ONNX model: {_line(e)}") from None
         with np.errstate(all="ignore"):   # non-finite results are refused where they land
-            converter = _Converter(_fold_shapes(model), name, opset)
+            converter = _Converter(_fold_shapes(model), name, opset, layout)
             graph = converter.graph()
             if qdq is not None:
                 graph = onnx_qdq.apply(graph, qdq, converter.sources)
@@ -114,6 +122,10 @@ def parse(data: bytes, name: str = "model", input_shapes: dict | None = None) ->
     digest = hashlib.sha256(data)
     if input_shapes:            # another model than the file alone: caches must tell them apart
         digest.update(repr(sorted((k, tuple(v)) for k, v in input_shapes.items())).encode())
+    if external:                # the weights in the data files are part of the model
+        digest.update(b"external data " + external)
+    if layout != "nchw":        # other inputs and outputs: another compiled model
+        digest.update(f"layout {layout}".encode())
     graph.sha256 = digest.hexdigest()
     graph.verify()
     return graph
@@ -229,16 +241,13 @@ def _check_ops(graph, opset: int, extra: frozenset[str] = frozenset()) -> None:
                          f"kiln reads {', '.join(SUPPORTED_OPS)}")
 
 
-def _check_no_external_data(graph) -> None:
-    import onnx
+def _pin_flag(vi) -> str:
+    """The --input-shape option that pins input `vi`: its static dims, 1 for a dynamic one."""
+    import shlex
 
-    tensors = list(graph.initializer) + [a.t for n in graph.node for a in n.attribute
-                                         if a.type == onnx.AttributeProto.TENSOR]
-    for t in tensors:
-        if t.data_location == onnx.TensorProto.EXTERNAL:
-            raise ModelError(f"tensor {t.name!r} keeps its data in an external file; kiln reads "
-                             "self-contained .onnx files (onnx.load then onnx.save without "
-                             "save_as_external_data)")
+    dims = [str(d.dim_value) if d.HasField("dim_value") else "1"
+            for d in vi.type.tensor_type.shape.dim]
+    return "--input-shape " + shlex.quote(f"{_text(vi.name)}={','.join(dims)}")
 
 
 def _check_shape(shape: tuple[int, ...], what: str) -> None:
@@ -274,8 +283,9 @@ def _to_array(t) -> np.ndarray:
 
 
 class _Converter:
-    def __init__(self, model, name: str, opset: int):
+    def __init__(self, model, name: str, opset: int, layout: str = "nchw"):
         self.model, self.name, self.opset = model, name, opset
+        self.layout = layout                      # of the model's inputs and outputs
         g = model.graph
         self.tensors: list[Tensor] = []
         self.ops: list[Op] = []
@@ -435,6 +445,13 @@ class _Converter:
 
     # --- the graph ----------------------------------------------------------------------
 
+    def _read_by_1d(self, value: str) -> bool:
+        """Whether a 1-D window op (Conv, pools over [N, C, L]) reads `value`: with
+        layout "nhwc" such a rank-3 input is [N, L, C]; any other rank-3 input keeps its
+        shape (a sequence [N, T, F] is no image)."""
+        return any(self.model.graph.node[i].op_type in _WINDOW_1D
+                   for i in self.consumers.get(value, ()))
+
     def graph(self) -> Graph:
         g = self.model.graph
         inputs = []
@@ -449,14 +466,24 @@ class _Converter:
                 dims = [str(d.dim_value) if d.HasField("dim_value") else _text(d.dim_param) or "?"
                         for d in vi.type.tensor_type.shape.dim]
                 raise ModelError(f"input {vi.name!r} has a dynamic shape [{','.join(dims)}]; kiln "
-                                 "compiles static shapes: export with fixed dims (e.g. batch 1), "
-                                 "or pin them: load(path, input_shapes={name: dims})")
-            tid = self._tensor(vi.name, shape)
-            inputs.append(tid)
-            self.values[vi.name] = tid
-            if len(shape) == 4:
-                self.values[vi.name] = self._permute(tid, NCHW_TO_NHWC, vi.name + "_nhwc")
+                                 f"compiles static shapes: add {_pin_flag(vi)} (your size for "
+                                 "each dynamic dim; load(path, input_shapes=...) in Python)")
+            if self.layout == "nhwc" and len(shape) == 4:    # held as given: no transpose
+                tid = self._tensor(vi.name, tuple(shape[p] for p in NCHW_TO_NHWC))
+                self.values[vi.name] = tid
                 self.nhwc.add(vi.name)
+            elif self.layout == "nhwc" and len(shape) == 3 and self._read_by_1d(vi.name):
+                n, c, length = shape                           # [N, L, C], viewed [N, 1, L, C]
+                tid = self._tensor(vi.name, (n, length, c))
+                self.values[vi.name] = self._reshaped(tid, (n, 1, length, c), vi.name + "_nwc")
+                self.nwc.add(vi.name)
+            else:
+                tid = self._tensor(vi.name, shape)
+                self.values[vi.name] = tid
+                if len(shape) == 4:
+                    self.values[vi.name] = self._permute(tid, NCHW_TO_NHWC, vi.name + "_nhwc")
+                    self.nhwc.add(vi.name)
+            inputs.append(tid)
         if not inputs:
             raise ModelError("the ONNX model has no (non-constant) inputs")
         for i, node in enumerate(g.node):
@@ -469,7 +496,14 @@ class _Converter:
             if vo.name in self.consts or vo.name not in self.values:
                 raise ModelError(f"output {vo.name!r} is a constant or never computed")
             tid = self.values[vo.name]
-            if vo.name in self.nhwc:
+            if self.layout == "nhwc" and vo.name in self.nwc:     # [N, 1, L, C] as [N, L, C]
+                n, _, length, c = self.tensors[tid].shape
+                inner, tid = tid, self._reshaped(tid, (n, length, c), vo.name)
+                if inner != tid:
+                    self.tensors[inner].name = vo.name + "_nwc"
+            elif self.layout == "nhwc" and vo.name in self.nhwc:
+                pass                                              # NHWC as it is held
+            elif vo.name in self.nhwc:
                 inner, tid = tid, self._permute(tid, NHWC_TO_NCHW, vo.name)
                 if inner != tid:     # the model's output carries its ONNX name
                     self.tensors[inner].name = vo.name + "_nhwc"

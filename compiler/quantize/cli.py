@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..cli_args import positive_int
+from ..cli_args import add_model_options, model_options, positive_int
 from ..errors import InputError
 from ..escape import terminal
 from ..ir import Graph
@@ -58,6 +58,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace OUT.tflite if it exists (never the input model)")
     add_quantize_options(p)
+    add_model_options(p)
     p.set_defaults(handler=cmd_quantize)
 
     compile_parser = subparsers.choices.get("compile")
@@ -156,7 +157,7 @@ def cmd_quantize(args) -> int:
     from . import is_float_graph, load_calibration, quantize_with_report
     from .float_tail import quantize_float_tail
 
-    graph = load(args.model)
+    graph = load(args.model, **model_options(args))
     if not is_float_graph(graph):
         if not graph.description.startswith("ONNX"):
             raise InputError(f"{args.model} computes in int8 already; nothing to quantize")

@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..cli_args import positive_float, positive_int, repeat_count, worker_count
+from ..cli_args import (add_model_options, model_options, positive_float, positive_int,
+                        repeat_count, worker_count)
 from ..errors import InputError
 from ..fsutil import refuse_overwriting_inputs
 from . import Records, TuneOptions, TuneProgress, TuneSummary, tune
@@ -50,6 +51,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ray", metavar="ADDRESS",
                    help="measure on a Ray cluster (auto, HOST:PORT): QEMU workers on its "
                         "nodes, or the boards `kiln farm serve` offers; docs/farm.md")
+    add_model_options(p)
     p.set_defaults(handler=cmd_tune)
 
 
@@ -140,7 +142,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if out.is_symlink() and not out.exists():
         raise InputError(f"{out} is a symbolic link to a missing file: kiln will not create "
                          f"a file where a link points; name another records file")
-    graph = load(args.model)
+    graph = load(args.model, **model_options(args))
     records = Records.load(out, missing_ok=True)
     farm = None
     if args.ray is not None:             # joined before the records file is created
