@@ -322,7 +322,8 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
             "sqnr_db": None, "host_sqnr_db": None, "input_sqnr_db": None, "layer_sqnr_db": None,
             "float_from": "twin" if outs[0].name in from_twin else reference.kind}
         if all(t.name in floats and (t.quant is not None or tq.dtype.kind == "f") for t in outs):
-            f = _side_by_side([[floats[t.name][s] for t in outs] for s in range(count)])
+            f = _side_by_side([[_kept(floats[t.name][s], op) for t in outs]
+                               for s in range(count)])
             row["sqnr_db"] = sqnr_db(_real_all(on_target, k, outs), f)
             row["host_sqnr_db"] = sqnr_db(_real_all(on_host, k, outs), f)
         for t in outs:
@@ -338,6 +339,13 @@ def layer_report(target: Target, host: Artifact, reference: FloatReference, data
                     key=lambda r: r["layer_sqnr_db"])
     return {"samples": count, "layers": rows, "first_difference": first,
             "ranked_by_layer_sqnr": [r["index"] for r in ranked]}
+
+
+def _kept(values: np.ndarray, op: dict[str, Any]) -> np.ndarray:
+    """A float tensor's channels the compiled layer kept (kiln.json lists the constant
+    channels kiln.compiler.passes.dead_filters removed)."""
+    gone = op.get("removed_channels", {}).get("outputs")
+    return np.delete(values, gone, axis=-1) if gone else values
 
 
 def _side_by_side(samples: list[list[np.ndarray]]) -> np.ndarray:

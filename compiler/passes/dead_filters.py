@@ -379,10 +379,9 @@ def _rewrite(graph: Graph, consts: Consts, removed: dict[int, set[int]]) -> None
             continue
         for v in _views(graph, tid):
             t = graph.tensor(v)
+            # The name stays (kiln validate finds its float twin by it, and slices the
+            # twin's channels by the op's `removed`).
             t.shape = tuple(t.shape[:-1]) + (int(t.shape[-1]) - len(gone),)
-            # A new name tail after ';' (the C name keeps the part before it): tools that
-            # look tensors up by name (a float twin) no longer find a tensor of another shape.
-            t.name = f"{t.name};kiln: {len(gone)} constant channels removed"
 
 
 def _rewrite_conv(graph: Graph, op: Op, cin: dict[int, int], gone_in: set[int],
