@@ -183,31 +183,45 @@ kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
                                output_dims, output, sub_row_s16);
 }
 
-static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
-                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
+/* One row of kiln_add_lut_s8; on whole rows the shifted input's sign is fixed at
+ * compile time, so that its shift folds into the addition (or subtraction). */
+static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_t *table,
+                                    const int8_t *u, int32_t u_step,
+                                    const int8_t *v, int32_t v_step,
+                                    int8_t *out, int32_t len, int32_t sign)
 {
-    const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
-    const int8_t *a = (const int8_t *)a_row;
-    const int8_t *b = (const int8_t *)b_row;
-    int8_t *out = (int8_t *)out_row;
-    const int32_t *t1 = p->input1 + 128;
-    const int32_t *t2 = p->input2 + 128;
     const int32_t multiplier = p->output.multiplier;
     const int32_t shift = p->output.shift;
     const int32_t offset = p->output_offset;
     const int32_t lo = p->activation.min;
     const int32_t hi = p->activation.max;
-    if (a_step != 0 && b_step != 0) {
-        for (int32_t i = 0; i < len; ++i) {
-            const int32_t y = requant_below_one(t1[a[i]] + t2[b[i]], multiplier, shift) + offset;
-            out[i] = (int8_t)kiln_clamp(y, lo, hi);
-        }
+    for (int8_t *const end = out + len; out != end; ++out) {
+        const int32_t shifted = (int32_t)*v * (1 << 19);
+        const int32_t raw = table[*u] + (sign > 0 ? shifted : -shifted);
+        u += u_step;
+        v += v_step;
+        const int32_t y = requant_below_one(raw, multiplier, shift) + offset;
+        *out = (int8_t)kiln_clamp(y, lo, hi);
+    }
+}
+
+static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
+                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
+{
+    const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
+    const int32_t *table = p->table + 128;
+    const int shifted_first = p->shifted_input == 1;
+    const int8_t *u = (const int8_t *)(shifted_first ? b_row : a_row);
+    const int8_t *v = (const int8_t *)(shifted_first ? a_row : b_row);
+    const int32_t u_step = shifted_first ? b_step : a_step;
+    const int32_t v_step = shifted_first ? a_step : b_step;
+    int8_t *out = (int8_t *)out_row;
+    if (u_step == 0 || v_step == 0) {        /* a broadcast input: the rarer case */
+        add_lut_elements(p, table, u, u_step, v, v_step, out, len, p->shifted_sign);
+    } else if (p->shifted_sign > 0) {        /* both whole rows: steps of one */
+        add_lut_elements(p, table, u, 1, v, 1, out, len, 1);
     } else {
-        for (int32_t i = 0; i < len; ++i) {
-            const int32_t raw = t1[a[i * a_step]] + t2[b[i * b_step]];
-            const int32_t y = requant_below_one(raw, multiplier, shift) + offset;
-            out[i] = (int8_t)kiln_clamp(y, lo, hi);
-        }
+        add_lut_elements(p, table, u, 1, v, 1, out, len, -1);
     }
 }
 
@@ -216,7 +230,9 @@ kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (params == NULL || params->input1 == NULL || params->input2 == NULL ||
+    if (params == NULL || params->table == NULL ||
+        (params->shifted_input != 1 && params->shifted_input != 2) ||
+        (params->shifted_sign != 1 && params->shifted_sign != -1) ||
         params->output.shift > 0 || params->output.shift < -31 ||
         params->activation.min > params->activation.max) {
         return KILN_ERR_ARG;

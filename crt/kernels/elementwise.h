@@ -69,17 +69,22 @@ kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
                            const kiln_dims_t *input2_dims, const int16_t *input2,
                            const kiln_dims_t *output_dims, int16_t *output);
 
-/* ADD and SUB with the inputs' rescaling precomputed: for every int8 value x,
- * input1[x + 128] = requant((x + input1_offset) << left_shift, input1) of
- * kiln_add_params_t (negated in input2 for SUB, which is exact: a - b and
- * a + (-b) are the same integer). Per element this leaves two loads, one
- * addition and the output rescaling:
- *   y = clamp(requant(input1[x1 + 128] + input2[x2 + 128], output) + output_offset)
- * Table entries are below 2^30 in magnitude, so their sum fits int32. The
- * compiler picks this variant for large tensors (the tables cost 2 KB). */
+/* ADD and SUB with one input's rescaling precomputed. TFLM rescales both inputs to a
+ * common scale, twice the larger input scale, so the larger-scale input's multiplier is
+ * exactly 1/2: requant((x + offset) << 20, 1/2) = (x + offset) << 19, a shift. That
+ * input (`shifted_input`, 1 or 2) enters as sign * (x << 19); the other one through a
+ * table holding, for every int8 value x, its rescaled value
+ * requant((x + offset) << 20, multiplier) (negated for SUB's input2) minus the shifted
+ * input's offset term sign * (offset << 19). Per element: one load, one addition (the
+ * shift is part of it) and the output rescaling:
+ *   y = clamp(requant(table[u + 128] + sign * (v << 19), output) + output_offset)
+ * with u the table input's element and v the shifted input's. Table entries are below
+ * 2^30 in magnitude and |v << 19| <= 2^26, so the sum fits int32. The compiler picks
+ * this variant for large tensors (the table costs 1 KB). */
 typedef struct {
-    const int32_t *input1;        /* 256 entries, input1[0] for x1 = -128 */
-    const int32_t *input2;        /* 256 entries, input2[0] for x2 = -128 */
+    const int32_t *table;         /* 256 entries, table[0] for x = -128 */
+    int32_t shifted_input;        /* 1 or 2: the input entering as sign * (x << 19) */
+    int32_t shifted_sign;         /* 1, or -1 for SUB's input2 */
     int32_t output_offset;        /* output zero point, in [-128, 127] */
     kiln_requant_t output;        /* shift in [-31, 0] */
     kiln_activation_t activation;

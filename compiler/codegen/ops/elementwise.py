@@ -20,8 +20,8 @@ from ..lowering import LayerCode, LowerCtx, lowering, qparams
 _LEFT_SHIFT = 20            # TFLM's headroom for int8 ADD/SUB
 _LEFT_SHIFT_S16 = 15        # and for int16 ADD/SUB (65535 << 15 < 2^31)
 _RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
-# ADD/SUB over at least this many output elements use kiln_add_lut_s8: two 1 KB tables
-# of pre-scaled inputs replace two of the three multiplies per element.
+# ADD/SUB over at least this many output elements use kiln_add_lut_s8: a shift and a 1 KB
+# table of pre-scaled inputs replace two of the three multiplies per element.
 ADD_LUT_MIN_ELEMENTS = 1024
 _QUANTIZED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -204,15 +204,16 @@ def _call(kernel: str, ctx: LowerCtx, params: str | None) -> str:
 # --- lowerings -----------------------------------------------------------------------
 
 def add_variant(op_type: str, output_elements: int, dtype: str = "int8",
-                mve: bool = False) -> str:
+                mve: bool = False, shifted: bool = True) -> str:
     """The ADD/SUB kernel for an output of this many elements (the only place the
     choice is made); `mve`: an MVE target and inputs of the output's shape, where the
-    Helium kernel (crt/kernels/elementwise_mve.c) takes every size."""
+    Helium kernel (crt/kernels/elementwise_mve.c) takes every size; `shifted`: one input
+    rescales by a shift (`shifted_input`), which the table variant needs."""
     if dtype == "int16":
         return "kiln_add_s16" if op_type == "ADD" else "kiln_sub_s16"
     if mve:
         return "kiln_add_mve_s8" if op_type == "ADD" else "kiln_sub_mve_s8"
-    if output_elements >= ADD_LUT_MIN_ELEMENTS:
+    if output_elements >= ADD_LUT_MIN_ELEMENTS and shifted:
         return "kiln_add_lut_s8"
     return "kiln_add_s8" if op_type == "ADD" else "kiln_sub_s8"
 
@@ -225,6 +226,32 @@ def add_input_table(zero_point: int, real_multiplier: float) -> np.ndarray:
     return requantize(x << _LEFT_SHIFT, m, shift).astype(np.int32)
 
 
+def shifted_input(z1: int, r1: float, z2: int, r2: float) -> int | None:
+    """1 or 2: an input whose rescaling to ADD's common scale is exactly
+    (x - zero_point) << 19 for every int8 x (its multiplier is 1/2: the input with the
+    larger scale, as the common scale is twice that), or None. kiln_add_lut_s8 adds that
+    input as a shift and needs a table only for the other one."""
+    x = np.arange(-128, 128, dtype=np.int64)
+    for index, (z, r) in ((2, (z2, r2)), (1, (z1, r1))):
+        if np.array_equal(add_input_table(z, r), (x - z) << (_LEFT_SHIFT - 1)):
+            return index
+    return None
+
+
+def add_lut_table(op_type: str, shifted: int, z1: int, r1: float,
+                  z2: int, r2: float) -> tuple[np.ndarray, int]:
+    """(kiln_add_lut_s8's table, the shifted input's sign): the table input's values on
+    the common scale (negated for SUB's input2) minus the shifted input's zero-point term,
+    so that table[u] + sign * (v << 19) is TFLM's sum (or difference) of the rescaled
+    inputs for every pair of int8 values."""
+    signs = {1: 1, 2: 1 if op_type == "ADD" else -1}
+    (zu, ru), zv = ((z2, r2), z1) if shifted == 1 else ((z1, r1), z2)
+    table = signs[3 - shifted] * add_input_table(zu, ru).astype(np.int64) \
+        - signs[shifted] * (zv << (_LEFT_SHIFT - 1))
+    assert int(np.abs(table).max()) < (1 << 30)       # the kernel's bound (elementwise.h)
+    return table.astype(np.int32), signs[shifted]
+
+
 @lowering("ADD", "SUB", check=_check_add)
 def lower_add(ctx: LowerCtx) -> LayerCode:
     a, b, out = ctx.input(0), ctx.input(1), ctx.output(0)
@@ -235,19 +262,22 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     lo, hi = _fused_range(ctx)
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
+    shifted = shifted_input(z1, r1, z2, r2) if out.dtype == "int8" else None
     kernel = add_variant(ctx.op.type, out.size, out.dtype,
-                         ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape))
+                         ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape),
+                         shifted is not None)
     if kernel == "kiln_add_lut_s8":
-        sign = 1 if ctx.op.type == "ADD" else -1
-        t1 = ctx.const("input1_table", add_input_table(z1, r1), "int32_t",
-                       f"{ctx.op.type} input1 on the common scale (x - {z1}) << 20 * {r1:.9g}")
-        t2 = ctx.const("input2_table", sign * add_input_table(z2, r2), "int32_t",
-                       f"{ctx.op.type} input2 on the common scale (x - {z2}) << 20 * {r2:.9g}"
-                       + (", negated" if sign < 0 else ""))
+        table, sign = add_lut_table(ctx.op.type, shifted, z1, r1, z2, r2)
+        (zu, ru), zv = ((z2, r2), z1) if shifted == 1 else ((z1, r1), z2)
+        negated = ", negated" if ctx.op.type == "SUB" and shifted == 1 else ""
+        t = ctx.const("input_table", table, "int32_t",
+                      f"{ctx.op.type} input{3 - shifted} on the common scale (x - {zu}) << 20 * "
+                      f"{ru:.9g}{negated}, minus {sign} * ({zv} << 19) of input{shifted}")
         params = [
             "static const kiln_add_lut_params_t params = {",
-            f"    .input1 = {t1},",
-            f"    .input2 = {t2},",
+            f"    .table = {t},",
+            f"    .shifted_input = {shifted}, /* (x - {zv}) << 19: multiplier 0.5 */",
+            f"    .shifted_sign = {sign},",
             f"    .output_offset = {zo},",
             f"    .output = {_requant_literal(ro)}, /* {ro:.9g} */",
             f"    .activation = {{{lo}, {hi}}}, /* {act} */",

@@ -1,0 +1,78 @@
+"""kiln_add_lut_s8's one table: the larger-scale input of an int8 ADD/SUB rescales by a
+shift ((x - zp) << 19, its multiplier is exactly 1/2), the other one through a 1 KB table.
+
+Exact against TFLM's arithmetic (numpy, every pair of int8 values) and against
+tflite-micro (ADD and SUB, either input shifted, whole and broadcast rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kiln.compiler.codegen.ops.elementwise import (ADD_LUT_MIN_ELEMENTS, add_input_table,
+                                                   add_lut_table, shifted_input)
+from test_ops_elementwise import Case, run_cases
+from tflite_builder import TensorSpec
+
+
+def _reals(s1: float, s2: float) -> tuple[float, float]:
+    twice = 2.0 * max(s1, s2)                # TFLM's add_common.cc, in double
+    return s1 / twice, s2 / twice
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+def test_table_plus_shift_is_tflm_sum_for_every_pair(op):
+    rng = np.random.default_rng(5)
+    x = np.arange(-128, 128, dtype=np.int64)
+    u_grid, v_grid = np.meshgrid(x, x, indexing="ij")
+    seen = set()
+    for _ in range(40):
+        s1, s2 = (float(np.float32(np.exp(rng.uniform(-7, 1)))) for _ in range(2))
+        if rng.random() < 0.1:
+            s2 = s1                             # equal scales: both shifts, input2 chosen
+        z1, z2 = (int(z) for z in rng.integers(-128, 128, 2))
+        r1, r2 = _reals(s1, s2)
+        shifted = shifted_input(z1, r1, z2, r2)
+        assert shifted == (2 if s2 >= s1 else 1)
+        seen.add(shifted)
+        table, sign = add_lut_table(op, shifted, z1, r1, z2, r2)
+        assert table.dtype == np.int32 and table.shape == (256,)
+        t1, t2 = add_input_table(z1, r1).astype(np.int64), add_input_table(z2, r2).astype(np.int64)
+        # u: the table input's value, v: the shifted input's, over every pair.
+        a, b = (v_grid, u_grid) if shifted == 1 else (u_grid, v_grid)
+        want = t1[a + 128] + (t2[b + 128] if op == "ADD" else -t2[b + 128])
+        got = table.astype(np.int64)[u_grid + 128] + sign * (v_grid << 19)
+        assert np.array_equal(got, want)
+        assert int(np.abs(got).max()) < (1 << 31)
+    assert seen == {1, 2}
+
+
+def test_no_shifted_input_is_refused_by_the_table_variant():
+    """Multipliers not from TFLM's derivation (neither is 1/2): no table variant."""
+    from kiln.compiler.codegen.ops.elementwise import add_variant
+    assert shifted_input(3, 0.3, -7, 0.45) is None
+    assert add_variant("ADD", ADD_LUT_MIN_ELEMENTS, shifted=False) == "kiln_add_s8"
+    assert add_variant("SUB", ADD_LUT_MIN_ELEMENTS, shifted=True) == "kiln_add_lut_s8"
+
+
+def test_either_input_shifted_matches_tflm():
+    """ADD and SUB with the larger scale on input1, then on input2, on whole rows and on
+    broadcast ones (a channel vector, a scalar), all large enough for the table variant."""
+    rng = np.random.default_rng(17)
+    shapes = [((1, 32, 32, 2), (1, 32, 32, 2)), ((1, 40, 30, 2), (1, 1, 1, 2)),
+              ((1, 1, 1, 1), (1, 33, 32, 1))]
+    cases = []
+    for op in ("ADD", "SUB"):
+        for big in (1, 2):
+            for sa, sb in shapes:
+                scales = [0.05, 0.011]
+                s1, s2 = scales if big == 1 else scales[::-1]
+                z1, z2, zo = (int(z) for z in rng.integers(-128, 128, 3))
+                out = np.broadcast_shapes(sa, sb)
+                cases.append(Case(op, TensorSpec(sa, scale=s1, zero_point=z1),
+                                  TensorSpec(sb, scale=s2, zero_point=z2),
+                                  TensorSpec(out, scale=0.07, zero_point=zo),
+                                  {"fused_activation_function": "RELU" if big == 1 else "NONE"}))
+    art = run_cases(cases, rng)
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_add_lut_s8"}
