@@ -30,14 +30,30 @@ typedef struct {
     int32_t divisor;
 } pool_divisor_t;
 
+/* floor(n / d) for 1 <= d <= 2^16 by long division in 16-bit digits: a remainder below
+ * d times 2^16 plus a digit stays below 2^32, so 32-bit divides suffice, and the
+ * firmware needs no 64-bit division from libgcc (about 750 B of flash). */
+static uint64_t div_u64_small(uint64_t n, uint32_t d)
+{
+    uint64_t q = 0;
+    uint32_t r = 0;
+    for (int32_t shift = 48; shift >= 0; shift -= 16) {
+        const uint32_t cur = (r << 16) | (uint32_t)((n >> shift) & 0xFFFFu);
+        q = (q << 16) | (cur / d);
+        r = cur % d;
+    }
+    return q;
+}
+
 static pool_divisor_t make_divisor(int32_t d)
 {
     int32_t l = 0;
     while ((INT32_C(1) << l) < d) {
         ++l;
     }
+    /* d <= KILN_POOL_MAX_WINDOW = 2^16 (check_args) */
     const uint64_t power = UINT64_C(1) << (32 + l);
-    const pool_divisor_t r = {(power + (uint64_t)d - 1) / (uint64_t)d, 32 + l, d};
+    const pool_divisor_t r = {div_u64_small(power + (uint64_t)d - 1, (uint32_t)d), 32 + l, d};
     return r;
 }
 
