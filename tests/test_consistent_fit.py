@@ -176,3 +176,42 @@ def test_constants_past_twice_the_flash_are_refused_without_a_link():
     lower = FitError("m does not fit lm3s6965evb: FLASH overflows by at least 337,856 bytes")
     with pytest.raises(FitError, match="at least 337,856"):
         check_link_fits("m", report, board, "standalone", 0, 0, never, lower)
+
+
+def _an547_with(itcm_kb: int, dtcm_kb: int, isram_kb: int):
+    """mps3-an547 with smaller memories (a Cortex-M55 part with small TCMs): three regions,
+    all loaded (QEMU loads the whole ELF), inside QEMU's own."""
+    from dataclasses import replace
+
+    an547 = get_board("mps3-an547")
+    kb = 1024
+    return replace(an547, name=f"an547-{itcm_kb}-{dtcm_kb}-{isram_kb}",
+                   flash=replace(an547.flash, size=itcm_kb * kb),
+                   ram=replace(an547.ram, size=dtcm_kb * kb),
+                   extra_regions=(replace(an547.extra_regions[0], size=isram_kb * kb),))
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.parametrize("sizes,expected", [((160, 128, 64), "fits"), ((128, 64, 32), "ITCM")],
+                         ids=["spread", "overflow"])
+def test_multi_region_create_agrees_with_the_linker(tmp_path, sizes, expected):
+    """AD's 292 KB of weights on an M55 with small memories: spread over ITCM, DTCM and
+    ISRAM it fits (kiln.json's placement, the estimate and the link agree); in smaller
+    ones it overflows, and create says by how much as the linker does."""
+    require_tool("arm-none-eabi-gcc")
+    board = _an547_with(*sizes)
+    art = compile(load(model_path("ad01_int8")), board=board)
+    assert art.report["weights_bytes"] > board.flash.size - 32 * 1024
+    try:
+        project = create_project(art, board=board, out_dir=tmp_path / "create")
+        said = {}
+    except FitError as e:
+        said, project = _overflows(str(e)), None
+    linked, size = _linker_verdict(art, board, "standalone", tmp_path / "build")
+    assert said == linked
+    assert (list(linked) or ["fits"]) == [expected]
+    if project is not None:
+        assert len(set(art.report["placement"]["weights"].values())) == 3
+        for region, use in zip(size.regions, project.fit.regions):
+            assert region.region == use.region and region.used <= use.used <= use.size
