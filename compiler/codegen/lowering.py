@@ -95,6 +95,10 @@ class LowerCtx:
     pointers: dict[int, str] = field(default_factory=dict)         # tid → local name used
     target: Target = field(default_factory=Target)
     knobs: dict | None = None      # variant knobs forced for this layer (tuning); None: default
+    # (ctype, bytes) → name of the layer-private arrays so far (shared across layers):
+    # a layer whose array equals an earlier one reads that one (the unrolled steps of a
+    # GRU pack the same weights; frontend/control_flow.py).
+    same_consts: dict = field(default_factory=dict)
 
     # --- tensors -----------------------------------------------------------------
     def input(self, i: int) -> Tensor | None:
@@ -116,9 +120,15 @@ class LowerCtx:
 
     # --- constants ---------------------------------------------------------------
     def const(self, suffix: str, values: np.ndarray, ctype: str, comment: str = "") -> str:
-        """A layer-private constant array, named l<layer>_<suffix>."""
-        name = f"l{self.layer}_{suffix}"
-        return self._add_const(name, values, ctype, comment)
+        """A layer-private constant array, named l<layer>_<suffix>, or an earlier layer's
+        with the same type and values."""
+        values = np.ascontiguousarray(values)
+        key = (ctype, values.dtype.str, values.tobytes())
+        if key in self.same_consts:
+            return self.same_consts[key]
+        name = self._add_const(f"l{self.layer}_{suffix}", values, ctype, comment)
+        self.same_consts[key] = name
+        return name
 
     def tensor_const(self, tensor: Tensor, values: np.ndarray | None = None,
                      ctype: str | None = None) -> str:
