@@ -197,6 +197,9 @@ def _warn_if_too_large(art, board) -> None:
 # arithmetic on constants (fold_constants).
 _GRAPH_LEVEL_OPS = {"RESHAPE": "view", "SQUEEZE": "view", "EXPAND_DIMS": "view",
                     "VAR_HANDLE": "model state (a variable tensor)",
+                    # frontend/control_flow.py: Keras GRU/SimpleRNN loops, into plain layers
+                    "WHILE": "unrolled (static trip count)",
+                    "IF": "inlined (constant condition)",
                     # compiler/passes/fold_constants.py: shape arithmetic the converter
                     # writes (an LSTM's zero state: SHAPE → STRIDED_SLICE → PACK → FILL)
                     **{op: "folded when constant" for op in (

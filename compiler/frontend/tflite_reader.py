@@ -1,5 +1,6 @@
-"""Read a .tflite flatbuffer into kiln's Graph IR (subgraph 0, and the init subgraphs its
-CALL_ONCE ops run: resources.py turns tf.Variables into variable tensors).
+"""Read a .tflite flatbuffer into kiln's Graph IR (subgraph 0; the subgraphs its WHILE
+and IF ops run, unrolled into it by control_flow.py; and the init subgraphs its CALL_ONCE
+ops run: resources.py turns tf.Variables into variable tensors).
 
 Everything read from the file is bounds-checked before use: a malformed, truncated or
 hostile file raises ModelError, never another exception, a huge allocation or a hang.
@@ -17,6 +18,7 @@ import tflite
 
 from ..errors import ModelError
 from ..ir import DTYPES, Graph, Op, Quant, Tensor
+from .control_flow import lower_control_flow
 from .resources import resource_variables
 
 # TFLite TensorType value → IR dtype name (types kiln can hold; others are reported).
@@ -107,8 +109,10 @@ class _Reader:
         graph = Graph(name=self.name, tensors=tensors, ops=ops, inputs=inputs, outputs=outputs,
                       sha256=hashlib.sha256(self.data).hexdigest(),
                       description=desc.decode("utf-8", "replace") if desc else "")
-        # tf.Variable's ops (VAR_HANDLE, READ_/ASSIGN_VARIABLE, CALL_ONCE and its init
-        # subgraph) become variable tensors, the IR's one form of model state.
+        # WHILE and IF become the ops they run (a loop with a static trip count,
+        # unrolled); then tf.Variable's ops (VAR_HANDLE, READ_/ASSIGN_VARIABLE, CALL_ONCE
+        # and its init subgraph) become variable tensors, the IR's one form of model state.
+        graph = lower_control_flow(graph, self.subgraph, m.SubgraphsLength())
         return resource_variables(graph, self.subgraph, m.SubgraphsLength())
 
     def subgraph(self, index: int) -> tuple[list[Tensor], list[Op], list[int], list[int]]:
