@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, ModelError
+from ..frontend.control_flow import step_copies
 from ..ir import Graph, Op, Quant, Tensor
 from ..passes import fold_constants
 from .calibrate import Calibration, asymmetric_params, choose_range
@@ -217,6 +218,7 @@ class Rewriter:
             raise InputError(f"io must be 'int8' or 'float', got {options.io!r}")
         self.groups = _Groups()
         self.requant: list[tuple[int, int]] = []      # (op index, input index) to requantize
+        self._layer_consts: dict[tuple, int] = {}     # identical quantized weights, once
 
     # tensors -----------------------------------------------------------------------------
     def _new_tensor(self, name: str, shape, dtype: str, quant: Quant | None = None,
@@ -225,6 +227,15 @@ class Rewriter:
         self.g.tensors.append(Tensor(id=tid, name=name, shape=tuple(shape), dtype=dtype,
                                      quant=quant, data=data))
         return tid
+
+    def _layer_const(self, name: str, shape, dtype: str, quant: Quant, data: np.ndarray) -> int:
+        """_new_tensor for a weight layer's weights or bias, shared by the layers that get
+        identical ones (the steps of an unrolled RNN read one weight tensor)."""
+        key = (name, tuple(shape), dtype, quant.scale.tobytes(), quant.zero_point.tobytes(),
+               quant.axis, data.tobytes())
+        if key not in self._layer_consts:
+            self._layer_consts[key] = self._new_tensor(name, shape, dtype, quant, data)
+        return self._layer_consts[key]
 
     def _is_act(self, tid: int) -> bool:
         return tid >= 0 and not self.g.tensor(tid).is_const and self.g.tensor(tid).dtype == "float32"
@@ -235,6 +246,10 @@ class Rewriter:
     # scales of activations ------------------------------------------------------------------
     def _plan_groups(self) -> None:
         g, groups = self.g, self.groups
+        for copies in step_copies(g).values():    # an unrolled loop: one scale per body tensor
+            for tid in copies[1:]:
+                if self._is_act(tid) and groups.can_union(tid, copies[0]):
+                    groups.union(tid, copies[0])
         for op in g.ops:
             if op.type in self.fixed_output:
                 groups.fixed[groups.find(op.outputs[0])] = self.fixed_output[op.type]
@@ -291,6 +306,12 @@ class Rewriter:
         if op.type == "FULLY_CONNECTED" and not self.opt.fc_per_channel:
             axis = None
         q, scales = quantize_weights(w, axis)
+        if x.is_const and x.dtype == "float32":
+            # A constant data input (an unrolled RNN's first step reads the zero initial
+            # state): int8 data with its own range, as a constant operand of ADD.
+            op.inputs[0] = self._data_const(x.id, None)
+            x = g.tensor(op.inputs[0])
+            params[x.id] = x.quant.single()
         in_scale = np.float32(params[x.id][0])
         has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
         n_out = w.shape[3] if op.type == "DEPTHWISE_CONV_2D" else w.shape[0]
@@ -319,14 +340,14 @@ class Rewriter:
             qb = np.clip(qb, -bias_max, bias_max).astype(np.int64 if self.bits16 else np.int32)
             b_name = g.tensor(op.inputs[2]).name if len(op.inputs) > 2 and op.inputs[2] >= 0 \
                 else f"{w_t.name}/bias"
-            b_id = self._new_tensor(b_name, (n_out,), "int64" if self.bits16 else "int32",
-                                    Quant(b_scale, np.zeros(b_scale.size, np.int64), 0), qb)
+            b_id = self._layer_const(b_name, (n_out,), "int64" if self.bits16 else "int32",
+                                     Quant(b_scale, np.zeros(b_scale.size, np.int64), 0), qb)
             while len(op.inputs) < 3:
                 op.inputs.append(-1)
             op.inputs[2] = b_id
-        w_id = self._new_tensor(w_t.name, w_t.shape, "int8",
-                                Quant(scales, np.zeros(scales.size, np.int64),
-                                      axis if axis is not None else 0), q)
+        w_id = self._layer_const(w_t.name, w_t.shape, "int8",
+                                 Quant(scales, np.zeros(scales.size, np.int64),
+                                       axis if axis is not None else 0), q)
         op.inputs[1] = w_id
 
     def _bias_error(self, op: Op, w: np.ndarray, wq: np.ndarray, x_id: int) -> np.ndarray:
