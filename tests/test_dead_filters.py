@@ -170,14 +170,15 @@ def test_valid_3x3_consumer_folds_any_constant():
 
 
 def test_depthwise_consumer_passes_constants_on():
-    """pointwise → depthwise 3x3 SAME → pointwise, as in VWW. Dead channel 1 outputs the
-    zero point: the depthwise channel 1 is requantize(bias) everywhere and goes too.
-    Channel 4's constant is another value with a depthwise whose RELU clamps it to the
-    zero point everywhere (a large negative bias): uniform, removed. Channel 6's
-    constant gives border values that differ: kept."""
+    """pointwise → depthwise 3x3 SAME → pointwise, as in VWW. Dead channels 0, 1 and 7
+    output the zero point: their depthwise channels are requantize(bias) everywhere and go
+    too. Channel 4's constant is another value, but the depthwise RELU clamps it to the
+    zero point everywhere (a large negative bias): uniform, removed. Channel 6's constant
+    gives border values that differ: kept."""
     net = Net(np.random.default_rng(4))
     x = net.input((1, 6, 6, 4))
-    a = net.conv(x, 8, k=1, act="RELU", dead={1: NEG, 4: POS, 6: POS}, name="a")
+    a = net.conv(x, 8, k=1, act="RELU", dead={0: NEG, 1: NEG, 4: POS, 6: POS, 7: NEG},
+                 name="a")
     d = net.dwconv(a, act="RELU", dead={}, name="d")
     dw_bias = net.tensors[net.ops[-1].inputs[2]].data
     dw_w = net.tensors[net.ops[-1].inputs[1]].data
@@ -186,20 +187,34 @@ def test_depthwise_consumer_passes_constants_on():
     dw_bias[6] = 0
     y = net.conv(d, 5, k=1, name="b")
     art = _run(net.model([y]))
-    assert _removed(art) == [{"outputs": [1, 4]}, {"inputs": [1, 4], "outputs": [1, 4]},
-                             {"inputs": [1, 4]}]
-    assert art.graph.tensor(art.graph.ops[1].outputs[0]).shape == (1, 6, 6, 6)
+    gone = [0, 1, 4, 7]
+    assert _removed(art) == [{"outputs": gone}, {"inputs": gone, "outputs": gone},
+                             {"inputs": gone}]
+    assert art.graph.tensor(art.graph.ops[1].outputs[0]).shape == (1, 6, 6, 4)
+
+
+def test_depthwise_keeps_a_multiple_of_4_channels():
+    """Five removable channels of 8 read by a depthwise: four go (the SIMD 3x3 depthwise
+    kernels take C % 4 == 0), the highest-numbered one stays."""
+    net = Net(np.random.default_rng(12))
+    x = net.input((1, 5, 5, 4))
+    a = net.conv(x, 8, k=1, act="RELU", dead={c: NEG for c in (0, 2, 3, 5, 6)}, name="a")
+    y = net.conv(net.dwconv(a, name="d"), 3, k=1, name="b")
+    art = _run(net.model([y]))
+    gone = [0, 2, 3, 5]
+    assert _removed(art) == [{"outputs": gone}, {"inputs": gone, "outputs": gone},
+                             {"inputs": gone}]
 
 
 def test_depthwise_multiplier_removes_whole_groups():
     net = Net(np.random.default_rng(5))
     x = net.input((1, 5, 5, 3))
-    a = net.conv(x, 4, k=1, act="RELU", dead={2: NEG}, name="a")
+    a = net.conv(x, 6, k=1, act="RELU", dead={2: NEG, 4: NEG}, name="a")
     d = net.dwconv(a, mult=2, name="d")
     y = net.conv(d, 3, k=1, name="b")
     art = _run(net.model([y]))
-    assert _removed(art) == [{"outputs": [2]}, {"inputs": [2], "outputs": [4, 5]},
-                             {"inputs": [4, 5]}]
+    assert _removed(art) == [{"outputs": [2, 4]}, {"inputs": [2, 4], "outputs": [4, 5, 8, 9]},
+                             {"inputs": [4, 5, 8, 9]}]
 
 
 def test_fully_connected_chain_and_pool_reshape():
