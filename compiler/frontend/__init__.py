@@ -51,9 +51,15 @@ def load(source, input_shapes: dict | None = None, layout: str | None = None) ->
 
 def _onnx_parse(data: bytes, name: str, input_shapes: dict | None = None,
                 layout: str | None = None, folder: Path | None = None) -> Graph:
+    from ..passes.cancel_transposes import cancel_transposes_in_place
     from . import onnx_reader   # imported only for ONNX models: `onnx` is slow to import
 
-    return onnx_reader.parse(data, name, input_shapes, layout=layout or "nchw", folder=folder)
+    graph = onnx_reader.parse(data, name, input_shapes, layout=layout or "nchw", folder=folder)
+    # ONNX's NCHW against kiln's NHWC leaves transposes a model's own permutes can undo:
+    # none stays between layers (passes/cancel_transposes.py).
+    graph = cancel_transposes_in_place(graph)
+    graph.verify()
+    return graph
 
 
 def as_graph(graph) -> Graph:
