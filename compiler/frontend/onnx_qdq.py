@@ -33,7 +33,7 @@ _INT_TYPES = {2: "uint8", 3: "int8", 5: "int16", 6: "int32"}   # ONNX TensorProt
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 _QUANT_OPS = tuple(sorted(QDQ_OPS))
 # Weight inputs of kiln's weight layers, and the IR axis of their output channels.
-_WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}
+_WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
 
 
 @dataclass
@@ -226,13 +226,17 @@ def split(model) -> tuple[object, QdqInfo]:
 
 # Ops whose output holds the input's values moved or selected: a value with no pair of
 # its own (a layout transpose kiln inserted) takes its neighbour's parameters.
-_PASS_THROUGH = {"TRANSPOSE", "RESHAPE", "PAD", "SQUEEZE", "EXPAND_DIMS"}
+_PASS_THROUGH = {"TRANSPOSE", "RESHAPE", "PAD", "SQUEEZE", "EXPAND_DIMS", "STRIDED_SLICE", "SLICE"}
+# kiln's grouped Conv (onnx_reader._grouped_conv): the SPLIT's parts take its input's
+# parameters, the per-group outputs those of the CONCATENATION joining them.
+_SPLITS = {"SPLIT": 1, "SPLIT_V": 0}
 
 
 def apply(graph: Graph, info: QdqInfo, sources: dict[int, tuple[str, int]]) -> Graph:
     """The int8 graph of a converted QDQ model. `sources` maps an IR constant made from a
     model initializer to (the initializer's value name, the ONNX axis of its output
-    channels) (onnx_reader records them for weights, biases and constant operands)."""
+    channels[, the first of them it holds: a group's part of a grouped Conv's weights])
+    (onnx_reader records them for weights, biases and constant operands)."""
     from ..quantize.rewrite import FIXED_OUTPUT, SHARED_SCALE
 
     act = _activation_params(graph, info)
@@ -273,6 +277,15 @@ def _activation_params(graph: Graph, info: QdqInfo) -> dict[int, Quant]:
     while changed:              # layout ops kiln inserted take their neighbour's parameters
         changed = False
         for op in graph.ops:
+            if op.type in _SPLITS or op.type == "CONCATENATION":
+                src, dst = ((op.inputs[_SPLITS[op.type]], op.outputs) if op.type in _SPLITS else
+                            (op.outputs[0], [t for t in op.inputs if not graph.tensors[t].is_const]))
+                if src in found:
+                    for t in dst:
+                        if t not in found:
+                            found[t] = found[src]
+                            changed = True
+                continue
             if op.type not in _PASS_THROUGH:
                 continue
             x, y = op.inputs[0], op.outputs[0]
@@ -296,9 +309,11 @@ def _used(graph: Graph, tid: int) -> bool:
 
 
 def _quantize_weight_op(graph: Graph, op: Op, info: QdqInfo, sources: dict) -> None:
-    from ..quantize.rewrite import quantize_weights
+    from ..quantize.rewrite import LAYER_INPUTS, quantize_weights
 
-    x, w, b = (graph.tensors[t] if t >= 0 else None for t in (op.inputs + [-1, -1])[:3])
+    index = LAYER_INPUTS.get(op.type, (0, 1, 2))
+    x, w, b = (graph.tensors[op.inputs[i]] if i < len(op.inputs) and op.inputs[i] >= 0 else None
+               for i in index)
     axis = _WEIGHT_AXIS[op.type]
     channels = w.shape[axis]
     q, scales = _recorded_weights(w, axis, info, sources.get(w.id))
@@ -334,10 +349,12 @@ def _recorded_weights(w: Tensor, axis: int, info: QdqInfo, source):
                          "int8 kernels take symmetric weights: quantize_static with "
                          "weight_type=QuantType.QInt8 (the default) writes them")
     channels = w.shape[axis]
+    first = source[2] if len(source) > 2 else 0     # a group's channels of a grouped Conv
     if params.scale.size == 1:
         scales = np.repeat(params.scale, channels)
-    elif params.scale.size == channels and params.axis == source[1]:
-        scales = params.scale
+    elif params.axis == source[1] and (params.scale.size == channels if len(source) < 3
+                                       else params.scale.size >= first + channels):
+        scales = params.scale[first:first + channels]
     else:
         return None, None
     view = [1] * w.data.ndim
@@ -409,6 +426,12 @@ def _requantized(graph: Graph, op: Op, fixed: dict, shared: dict) -> list[Op]:
             moved = _new_tensor(graph, x, ref, f"_requant{op.index}")
             before.append(Op("QUANTIZE", [x.id], [moved.id]))
             op.inputs[i] = moved.id
+        for k, tid in enumerate(op.outputs[1:], 1):   # SPLIT: one scale for every output
+            out = tensors[tid]
+            if out.quant is not None and not _same(out.quant, ref):
+                inner = _new_tensor(graph, out, ref, "_shared")
+                after.append(Op("QUANTIZE", [inner.id], [out.id]))
+                op.outputs[k] = inner.id
     return before + [op] + after
 
 

@@ -49,11 +49,12 @@ _CONVERTED = {
     "HardSwish", "HardSigmoid", "Sigmoid", "Tanh", "MaxPool", "AveragePool", "GlobalAveragePool",
     "GlobalMaxPool", "ReduceMean", "ReduceMax", "Flatten", "Reshape", "Squeeze", "Unsqueeze",
     "Transpose", "Concat", "Pad", "Softmax", "LogSoftmax", "BatchNormalization", "Identity",
+    "ConvTranspose", "PRelu", "Slice", "Split", "Gather", "Resize",
 }
-_FOLDED = {"Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Slice"}
+_FOLDED = {"Constant", "Shape", "Cast", "ConstantOfShape"}
 # Converted ops that are folded too when every input is constant.
 _FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity", "Squeeze",
-                       "Unsqueeze", "Concat", "Transpose"}
+                       "Unsqueeze", "Concat", "Transpose", "Gather", "Slice"}
 SUPPORTED_OPS = sorted(_CONVERTED | _FOLDED)
 # Constant's attribute forms kiln reads, with their numpy dtype (None: a TensorProto).
 _CONSTANT_FORMS = {"value": None, "value_float": np.float32, "value_floats": np.float32,
@@ -65,7 +66,7 @@ _NONNEG_OPS = {"RELU", "RELU6", "LOGISTIC", "SOFTMAX"}
 # ONNX ops whose output has their input's layout (elementwise): after a 1-D Conv they
 # stay in its [N, 1, L, C] form.
 _LAYOUT_FREE = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSwish", "HardSigmoid", "Clip",
-                "Identity", "BatchNormalization", "Add", "Sub", "Mul", "Div"}
+                "Identity", "BatchNormalization", "Add", "Sub", "Mul", "Div", "PRelu"}
 _ORDER_PRESERVING = {"MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE"}
 
 # Ops that read a rank-3 value as a 1-D image [N, C, L].
@@ -778,9 +779,15 @@ class _Converter:
         elif group == c_in and cg == 1 and m % c_in == 0:
             op_type, wt = "DEPTHWISE_CONV_2D", w.transpose(1, 2, 3, 0)   # (C·M)1HW → 1HW(C·M)
             options["depth_multiplier"] = m // c_in
+        elif 1 < group < c_in and c_in % group == 0 and m % group == 0 and cg == c_in // group:
+            if one_d:
+                self.nwc.add(out_value)
+            self._grouped_conv(node, x, w, bias, group, options, out_value)
+            return
         else:
             raise ModelError(f"{self._where()}: grouped Conv with group={group} of {c_in} channels "
-                             "is not supported (group=1 or depthwise group=channels only)")
+                             f"and weights for {cg} input channels each is not a grouping kiln "
+                             "reads (group divides the channels)")
         name = node.name or out_value
         wid = self._const(name + "_weights", wt)
         bid = self._const(name + "_bias", bias)
@@ -1195,6 +1202,282 @@ class _Converter:
             raise ModelError(f"{self._where()}: {node.op_type} on axis {axis} of a rank-{rank} "
                              "value; kiln computes it on the last axis (channels for rank 4)")
         self._op(op_type, [x], [self._out(node.output[0])], {"beta": 1.0} if op_type == "SOFTMAX" else {})
+
+    # --- ops mapped onto TFLite's data movement, resize and transposed convolution -----
+
+    def _grouped_conv(self, node, x: int, w: np.ndarray, bias: np.ndarray, group: int,
+                      options: dict, out_value: str) -> None:
+        """A Conv with 1 < group < channels: a SPLIT of the input's channels, one CONV_2D
+        per group, a CONCATENATION of their outputs (tflite-micro's CONV_2D has no groups;
+        this costs one copy of the input and of the output)."""
+        name = node.name or out_value
+        n, h, wd, c = self.tensors[x].shape
+        cg, mg = c // group, w.shape[0] // group
+        parts = [self._tensor(f"{name}_group{g}_in", (n, h, wd, cg)) for g in range(group)]
+        self._op("SPLIT", [self._const(name + "_split_axis", np.array([3], np.int32)), x], parts,
+                 {"num_splits": group})
+        out_shape = self._ir_shape(out_value)
+        outs = []
+        for g in range(group):
+            wid = self._const(f"{name}_weights{g}", w[g * mg:(g + 1) * mg].transpose(0, 2, 3, 1))
+            bid = self._const(f"{name}_bias{g}", bias[g * mg:(g + 1) * mg])
+            self.sources[wid] = (node.input[1], 0, g * mg)    # channels g·mg.. of the model's
+            y = self._tensor(f"{name}_group{g}_out", out_shape[:3] + (mg,))
+            self._op("CONV_2D", [parts[g], wid, bid], [y], {**options, "quantized_bias_type": 0})
+            outs.append(y)
+        self._op("CONCATENATION", outs, [self._out(out_value)],
+                 {"axis": 3, "fused_activation_function": "NONE"})
+
+    def _op_ConvTranspose(self, node, a: dict) -> None:
+        """TRANSPOSE_CONV. TFLite's padding is VALID (none) or SAME as a forward conv of
+        the output would pad; other pads become a larger VALID output cropped by a
+        STRIDED_SLICE (output_padding only grows the output: TFLite's kernel writes the
+        bias where no tap reaches)."""
+        w = self._c(node, 1, "weights").astype(np.float32)
+        auto = a.get("auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        refuse = None
+        if w.ndim != 4:
+            refuse = f"{w.ndim - 2}-D ConvTranspose (kiln reads 2-D)"
+        elif int(a.get("group", 1)) != 1:
+            refuse = f"group={a['group']}"
+        elif any(int(d) != 1 for d in a.get("dilations", [1, 1])):
+            refuse = f"dilations {list(a['dilations'])}"
+        elif auto not in ("NOTSET", "VALID"):
+            refuse = f"auto_pad {auto!r}"
+        elif "output_shape" in a:
+            refuse = "an output_shape attribute (give pads and output_padding)"
+        if refuse:
+            raise ModelError(f"{self._where()}: ConvTranspose with {refuse} is not supported "
+                             "(kiln reads group 1, dilation 1, explicit pads, strides and "
+                             "output_padding)")
+        c_in, m, kh, kw = w.shape
+        x = self._input(node.input[0])
+        n, h, wd, c = self.tensors[x].shape
+        if c != c_in:
+            raise ModelError(f"{self._where()}: weights for {c_in} input channels, input has {c}")
+        sh, sw = (int(s) for s in a.get("strides", [1, 1]))
+        pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])] if auto == "NOTSET" else [0] * 4
+        if min(pads) < 0 or min(sh, sw) < 1:
+            raise ModelError(f"{self._where()}: negative pads or non-positive strides")
+        _, _, oh, ow = self._shape(node.output[0])
+        bias = (self._c(node, 2, "bias").astype(np.float32).reshape(-1)
+                if len(node.input) > 2 and node.input[2] else np.zeros(m, np.float32))
+
+        def same(size, k, s):     # TFLite's SAME padding of a forward conv over `size`
+            return max((-(-size // s) - 1) * s + k - size, 0) // 2
+
+        top, left = pads[0], pads[1]
+        if top == left == 0:
+            padding, (th, tw) = "VALID", (oh, ow)
+        elif (top, left) == (same(oh, kh, sh), same(ow, kw, sw)):
+            padding, (th, tw) = "SAME", (oh, ow)
+        else:
+            padding, (th, tw) = "VALID", (oh + top, ow + left)
+        name = node.name or node.output[0]
+        wid = self._const(name + "_weights", w.transpose(1, 2, 3, 0))   # (I)(O)HW → OHWI
+        self.sources[wid] = (node.input[1], 1)
+        bid = self._const(name + "_bias", bias)
+        shape_id = self._const(name + "_output_shape", np.array([n, th, tw, m], np.int32))
+        crop = (th, tw) != (oh, ow)
+        y = self._tensor(name + "_uncropped", (n, th, tw, m)) if crop else self._out(node.output[0])
+        self._op("TRANSPOSE_CONV", [shape_id, wid, x, bid], [y],
+                 {"padding": padding, "stride_h": sh, "stride_w": sw})
+        if crop:
+            self._strided_slice(y, [0, top, left, 0], [n, top + oh, left + ow, m], [1] * 4, 0,
+                                self._out(node.output[0]), name)
+
+    def _strided_slice(self, x: int, begin, end, strides, end_mask: int, out: int, name: str) -> None:
+        ins = [x] + [self._const(f"{name}_{what}", np.array(v, np.int32))
+                     for what, v in (("begin", begin), ("end", end), ("strides", strides))]
+        self._op("STRIDED_SLICE", ins, [out],
+                 {"begin_mask": 0, "end_mask": end_mask, "ellipsis_mask": 0, "new_axis_mask": 0,
+                  "shrink_axis_mask": 0})
+
+    def _op_PRelu(self, node, a: dict) -> None:
+        """PRELU: the slope per channel (C, 1, 1), a scalar, or an activation, broadcast."""
+        rank = len(self._shape(node.output[0]))
+        ins = [self._operand(node, i, rank == 4, rank) for i in (0, 1)]
+        self._op("PRELU", ins, [self._out(node.output[0])])
+
+    def _held(self, value: str) -> tuple[int, tuple[int, ...]]:
+        """(IR tensor of `value`, the ONNX axis each of its IR axes holds): NHWC-held rank-4
+        values as they are, 1-D ops' [N, 1, L, C] values back in ONNX order."""
+        if value in self.nwc:
+            return self._plain(value), tuple(range(len(self._shape(value))))
+        return self._input(value), self._ir_axes(value)
+
+    def _op_Slice(self, node, a: dict) -> None:
+        """STRIDED_SLICE with constant starts, ends, axes and steps, clamped as ONNX does."""
+        value, name = node.input[0], node.output[0]
+        shape = self._shape(value)
+        rank = len(shape)
+        starts = [int(v) for v in self._c(node, 1, "starts").reshape(-1)]
+        ends = [int(v) for v in self._c(node, 2, "ends").reshape(-1)]
+        axes = ([int(v) % rank for v in self._c(node, 3, "axes").reshape(-1)]
+                if len(node.input) > 3 and node.input[3] else list(range(len(starts))))
+        steps = ([int(v) for v in self._c(node, 4, "steps").reshape(-1)]
+                 if len(node.input) > 4 and node.input[4] else [1] * len(starts))
+        picked = {ax: list(range(d)) for ax, d in enumerate(shape)}
+        step_of = {ax: 1 for ax in range(rank)}
+        for s, e, ax, st in zip(starts, ends, axes, steps):
+            if st == 0:
+                raise ModelError(f"{self._where()}: Slice step 0")
+            d = shape[ax]
+            s, e = s + d if s < 0 else s, e + d if e < 0 else e
+            s = min(max(s, 0), d) if st > 0 else min(max(s, 0), d - 1)
+            e = min(max(e, 0), d) if st > 0 else min(max(e, -1), d - 1)
+            picked[ax], step_of[ax] = list(range(s, e, st)), st
+        if any(not v for v in picked.values()):
+            raise ModelError(f"{self._where()}: the Slice is empty")
+        x, held = self._held(value)
+        begin, end, strides, end_mask = [], [], [], 0
+        for i, ax in enumerate(held):
+            idx, st = picked[ax], step_of[ax]
+            begin.append(idx[0])
+            strides.append(st)
+            stop = idx[-1] + st
+            if stop < 0:                   # a negative step down to index 0: to the end
+                end_mask |= 1 << i
+                stop = 0
+            end.append(stop)
+        self._strided_slice(x, begin, end, strides, end_mask, self._out(name), name)
+
+    def _op_Split(self, node, a: dict) -> None:
+        """SPLIT (equal parts) or SPLIT_V; the sizes are the outputs' inferred ones (the
+        `split` input of opset 13, the attribute before, num_outputs of opset 18)."""
+        value = node.input[0]
+        rank = len(self._shape(value))
+        axis = int(a.get("axis", 0)) % rank
+        sizes = [self._shape(o)[axis] for o in node.output]
+        if value in self.nwc:              # [N, C, L] held [N, 1, L, C]
+            x, ir_axis = self._input(value), (0, 3, 2)[axis]
+            self.nwc.update(node.output)
+        elif rank == 4:
+            x, ir_axis = self._input(value), NCHW_TO_NHWC.index(axis)
+        else:
+            x, ir_axis = self._plain(value), axis
+        outs = [self._out(o) for o in node.output]
+        name = node.name or node.output[0]
+        axis_id = self._const(name + "_axis", np.array([ir_axis], np.int32))
+        if len(set(sizes)) == 1:
+            self._op("SPLIT", [axis_id, x], outs, {"num_splits": len(outs)})
+        else:
+            self._op("SPLIT_V", [x, self._const(name + "_sizes", np.array(sizes, np.int32)), axis_id],
+                     outs, {"num_splits": len(outs)})
+
+    def _op_Gather(self, node, a: dict) -> None:
+        """GATHER of an activation with constant indices (negative ones counted from the end)."""
+        value, name = node.input[0], node.output[0]
+        shape = self._shape(value)
+        rank = len(shape)
+        axis = int(a.get("axis", 0)) % rank
+        idx = self._c(node, 1, "indices").astype(np.int64)
+        idx = np.where(idx < 0, idx + shape[axis], idx)
+        if idx.size == 0 or idx.min() < 0 or idx.max() >= shape[axis]:
+            raise ModelError(f"{self._where()}: Gather indices outside [-{shape[axis]}, "
+                             f"{shape[axis]}) or none")
+        out_rank = len(self._shape(name))
+        indices = self._const(name + "_indices", idx.astype(np.int32))
+        if value in self.nhwc and out_rank == 4:      # e.g. channels picked: stays NHWC
+            self._op("GATHER", [self._input(value), indices], [self._out(name)],
+                     {"axis": NCHW_TO_NHWC.index(axis), "batch_dims": 0})
+            return
+        if idx.ndim == 0:       # a scalar index drops the axis: gather one, then a RESHAPE
+            kept = shape[:axis] + (1,) + shape[axis + 1:]
+            one = self._tensor(name + "_kept", kept)
+            self._op("GATHER", [self._plain(value), indices], [one], {"axis": axis, "batch_dims": 0})
+            y = self._reshaped(one, self._shape(name), name + ("_nchw" if out_rank == 4 else ""))
+        else:
+            y = self._tensor(name + ("_nchw" if out_rank == 4 else ""), self._shape(name))
+            self._op("GATHER", [self._plain(value), indices], [y], {"axis": axis, "batch_dims": 0})
+        if out_rank == 4:
+            self.values[name] = self._permute(y, NCHW_TO_NHWC, name)
+            self.nhwc.add(name)
+        else:
+            self.values[name] = y
+
+    def _op_Resize(self, node, a: dict) -> None:
+        """RESIZE_NEAREST_NEIGHBOR or RESIZE_BILINEAR over H and W of a rank-4 value. ONNX's
+        coordinate mode (and nearest_mode) is matched, per model shape, against TFLite's
+        three (plain, align_corners, half_pixel_centers): the one that computes the same
+        source pixels (nearest) or coordinates (linear) is used; none is refused."""
+        def text(key, default):
+            v = a.get(key, default)
+            return v.decode() if isinstance(v, bytes) else str(v)
+
+        mode = text("mode", "nearest")
+        ctm = text("coordinate_transformation_mode", "half_pixel")
+        nearest = text("nearest_mode", "round_prefer_floor")
+        value, name = node.input[0], node.output[0]
+        shape, out = self._shape(value), self._shape(name)
+        if mode not in ("nearest", "linear"):
+            raise ModelError(f"{self._where()}: Resize mode {mode!r}; kiln reads nearest and linear")
+        if a.get("antialias", 0) and mode == "linear" and any(o < i for o, i in zip(out, shape)):
+            raise ModelError(f"{self._where()}: Resize with antialias=1 (downsampling); "
+                             "TFLite's RESIZE_BILINEAR does not antialias")
+        if len(shape) != 4 or tuple(out[:2]) != tuple(shape[:2]) or value not in self.nhwc:
+            raise ModelError(f"{self._where()}: Resize of {list(shape)} to {list(out)}; kiln "
+                             "resizes the spatial axes (H, W) of a rank-4 value only")
+        scales = None
+        if len(node.input) > 2 and node.input[2] and self._c(node, 2, "scales").size:
+            scales = [float(v) for v in self._c(node, 2, "scales").reshape(-1)][2:]
+        modes = ((False, False), (True, False), (False, True))
+        found = None
+        for ac, hp in modes:
+            if all(self._resize_axis_matches(mode, ctm, nearest, i, o, scales[k] if scales else o / i,
+                                             ac, hp)
+                   for k, (i, o) in enumerate(zip(shape[2:], out[2:]))):
+                found = (ac, hp)
+                break
+        if found is None:
+            what = f"coordinate_transformation_mode {ctm!r}" + (
+                f" and nearest_mode {nearest!r}" if mode == "nearest" else "")
+            raise ModelError(f"{self._where()}: Resize ({mode}) with {what} maps {shape[2]}x{shape[3]} "
+                             f"to {out[2]}x{out[3]} as none of TFLite's resize modes does "
+                             "(asymmetric, align_corners, half_pixel, pytorch_half_pixel and "
+                             "tf_half_pixel_for_nn match them, depending on the sizes)")
+        ac, hp = found
+        size = self._const(name + "_size", np.array(out[2:], np.int32))
+        op_type = "RESIZE_NEAREST_NEIGHBOR" if mode == "nearest" else "RESIZE_BILINEAR"
+        self._op(op_type, [self._input(value), size], [self._out(name)],
+                 {"align_corners": ac, "half_pixel_centers": hp})
+
+    @staticmethod
+    def _resize_axis_matches(mode: str, ctm: str, nearest: str, n_in: int, n_out: int,
+                             scale: float, ac: bool, hp: bool) -> bool:
+        """Whether TFLite's resize (align_corners `ac`, half_pixel_centers `hp`) computes
+        ONNX's along one axis: the same source index per output (nearest), the same
+        source coordinate (linear, TFLite's float kernel; its int8 one rounds it to 1/1024)."""
+        from ..codegen.ops.data_movement import nearest_map
+
+        f32 = np.float32
+        i = np.arange(n_out, dtype=np.float32)
+        s = f32(scale)
+        if ctm in ("half_pixel", "pytorch_half_pixel"):
+            x = (i + f32(0.5)) / s - f32(0.5)
+            if ctm == "pytorch_half_pixel" and n_out == 1:
+                x = np.zeros(1, np.float32)
+        elif ctm == "align_corners":
+            x = i * f32(n_in - 1) / f32(n_out - 1) if n_out > 1 else np.zeros(1, np.float32)
+        elif ctm == "asymmetric":
+            x = i / s
+        elif ctm == "tf_half_pixel_for_nn":
+            x = (i + f32(0.5)) / s
+        else:
+            return False
+        if mode == "nearest":
+            rounded = {"round_prefer_floor": np.ceil(x - f32(0.5)), "round_prefer_ceil": np.floor(x + f32(0.5)),
+                       "floor": np.floor(x), "ceil": np.ceil(x)}.get(nearest)
+            if rounded is None:
+                return False
+            onnx_map = np.clip(rounded, 0, n_in - 1).astype(np.int64)
+            return bool(np.array_equal(onnx_map, nearest_map(n_in, n_out, ac, hp)))
+        t_scale = (f32(n_in - 1) / f32(n_out - 1)) if ac and n_out > 1 else f32(n_in) / f32(n_out)
+        t = (i + f32(0.5)) * t_scale - f32(0.5) if hp else i * t_scale
+        # Both clamp a coordinate outside [0, n_in - 1] to the edge pixel.
+        x, t = np.clip(x, 0, n_in - 1), np.clip(t, 0, n_in - 1)
+        return bool(np.allclose(x, t, rtol=0, atol=1e-4))
 
     def _op_Identity(self, node, a: dict) -> None:
         self.values[node.output[0]] = self._input(node.input[0])

@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import InputError, ModelError
 from ..ir import Graph, Op, Quant, Tensor
 from .lstm import LSTM, float_lstm
+from .svdf import SVDF, float_svdf
 
 Observer = Callable[[int, np.ndarray], None]
 
@@ -115,8 +116,10 @@ def _nhwc(x: np.ndarray, t: Tensor) -> np.ndarray:
 class _Ctx:
     """What an op implementation sees: its op, the graph, and a value lookup."""
 
-    def __init__(self, graph: Graph, op: Op, values: dict[int, np.ndarray], n: int):
+    def __init__(self, graph: Graph, op: Op, values: dict[int, np.ndarray], n: int,
+                 state: dict[int, np.ndarray] | None = None):
         self.graph, self.op, self.values, self.n = graph, op, values, n
+        self.state = {} if state is None else state     # variables kept across runs (SVDF)
         self.observed: dict[int, np.ndarray] = {}   # other tensors the op computes (LSTM cell)
 
     def tensor(self, i: int) -> Tensor:
@@ -317,6 +320,119 @@ def _identity(c: _Ctx) -> np.ndarray:
     return c.shaped(c.x(0))
 
 
+# Ops the ONNX frontend maps onto (they also appear in float .tflite models). A function
+# may return a list: one array per output (SPLIT).
+
+def _transpose_conv(c: _Ctx) -> np.ndarray:
+    """TFLite's TransposeConv: every input pixel scatters its filter into the output at
+    stride steps, the output window starting `padding` rows/cols in (SAME: the padding a
+    forward conv of the output would have)."""
+    x = _nhwc(c.x(2), c.tensor(2))
+    w = c.c(1)                                      # OHWI
+    o, kh, kw, _ = w.shape
+    _, oh, ow, _ = c.out().shape
+    sh, sw = int(c.op.options.get("stride_h", 1)), int(c.op.options.get("stride_w", 1))
+    padding = c.op.options.get("padding", "VALID")
+    _, ph = _out_size_and_pad(oh, kh, sh, 1, padding)
+    _, pw = _out_size_and_pad(ow, kw, sw, 1, padding)
+    n, h, wd, _ = x.shape
+    full = np.zeros((n, max((h - 1) * sh + kh, ph + oh), max((wd - 1) * sw + kw, pw + ow), o),
+                    np.float32)
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, ky:ky + (h - 1) * sh + 1:sh, kx:kx + (wd - 1) * sw + 1:sw, :] += \
+                x @ w[:, ky, kx, :].T
+    acc = full[:, ph:ph + oh, pw:pw + ow, :]
+    if c.has(3):
+        acc = acc + c.c(3)
+    return c.shaped(_activation(acc, c.op))
+
+
+def _prelu(c: _Ctx) -> np.ndarray:
+    x, alpha = _broadcast_operands(c)
+    y = np.broadcast_to(np.where(x >= 0, x, alpha * x), (c.n,) + tuple(c.out().shape))
+    return c.shaped(y)
+
+
+def _strided_slice(c: _Ctx) -> np.ndarray:
+    from ..codegen.ops.data_movement import strided_slice_view
+
+    o = c.op.options
+    spec = [np.asarray(c.c(i)).reshape(-1).astype(np.int64).tolist() for i in (1, 2, 3)]
+    view, _ = strided_slice_view(
+        c.tensor(0).shape, *spec, begin_mask=o.get("begin_mask", 0), end_mask=o.get("end_mask", 0),
+        shrink_axis_mask=o.get("shrink_axis_mask", 0), ellipsis_mask=o.get("ellipsis_mask", 0),
+        new_axis_mask=o.get("new_axis_mask", 0), offset=bool(o.get("offset", False)))
+    index = view.gather(np.arange(c.tensor(0).size, dtype=np.int64))
+    return c.shaped(c.x(0).reshape(c.n, -1)[:, index.reshape(-1)])
+
+
+def _slice(c: _Ctx) -> np.ndarray:
+    shape = c.tensor(0).shape
+    begin = np.asarray(c.c(1)).reshape(-1).astype(np.int64)
+    size = np.asarray(c.c(2)).reshape(-1).astype(np.int64)
+    index = [slice(None)] + [slice(int(b), int(d) if s < 0 else int(b + s))
+                             for b, s, d in zip(begin, size, shape)]
+    return c.shaped(c.x(0)[tuple(index)])
+
+
+def _split(c: _Ctx) -> list[np.ndarray]:
+    data, axis_i = (1, 0) if c.op.type == "SPLIT" else (0, 2)
+    rank = len(c.tensor(data).shape)
+    axis = int(np.asarray(c.c(axis_i)).reshape(-1)[0]) % rank
+    sizes = [c.out(i).shape[axis] for i in range(len(c.op.outputs))]
+    parts = np.split(c.x(data), np.cumsum(sizes)[:-1], axis=axis + 1)
+    return [c.shaped(p, i) for i, p in enumerate(parts)]
+
+
+def _gather(c: _Ctx) -> np.ndarray:
+    if c.op.options.get("batch_dims", 0):
+        raise ModelError(f"{c.op.describe()}: GATHER with batch_dims is not supported")
+    rank = len(c.tensor(0).shape)
+    axis = int(c.op.options.get("axis", 0)) % rank
+    indices = np.asarray(c.c(1)).astype(np.int64)
+    size = c.tensor(0).shape[axis]
+    if np.any(indices < 0) or np.any(indices >= size):
+        raise ModelError(f"{c.op.describe()}: indices outside [0, {size})")
+    return c.shaped(np.take(c.x(0), indices, axis=axis + 1))
+
+
+def _resize_nearest(c: _Ctx) -> np.ndarray:
+    from ..codegen.ops.data_movement import nearest_map
+
+    x = _nhwc(c.x(0), c.tensor(0))
+    _, oh, ow, _ = c.out().shape
+    ac = bool(c.op.options.get("align_corners", False))
+    hp = bool(c.op.options.get("half_pixel_centers", False))
+    ys = nearest_map(x.shape[1], oh, ac, hp)
+    xs = nearest_map(x.shape[2], ow, ac, hp)
+    return c.shaped(x[:, ys][:, :, xs])
+
+
+def _bilinear_taps(in_size: int, out_size: int, ac: bool, hp: bool):
+    """TFLite's float ComputeInterpolationValues: (lower, upper, weight of the upper)."""
+    f32 = np.float32
+    scale = f32(in_size - 1) / f32(out_size - 1) if ac and out_size > 1 else f32(in_size) / f32(out_size)
+    i = np.arange(out_size, dtype=np.float32)
+    v = ((i + f32(0.5)) * scale - f32(0.5)) if hp else i * scale
+    lo = np.maximum(np.floor(v), 0).astype(np.int64)
+    hi = np.minimum(np.ceil(v).astype(np.int64), in_size - 1)
+    return lo, hi, (v - lo).astype(np.float32)
+
+
+def _resize_bilinear(c: _Ctx) -> np.ndarray:
+    x = _nhwc(c.x(0), c.tensor(0))
+    _, oh, ow, _ = c.out().shape
+    ac = bool(c.op.options.get("align_corners", False))
+    hp = bool(c.op.options.get("half_pixel_centers", False))
+    y0, y1, fy = _bilinear_taps(x.shape[1], oh, ac, hp)
+    x0, x1, fx = _bilinear_taps(x.shape[2], ow, ac, hp)
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    top = x[:, y0][:, :, x0] * (1 - fx) + x[:, y0][:, :, x1] * fx
+    bottom = x[:, y1][:, :, x0] * (1 - fx) + x[:, y1][:, :, x1] * fx
+    return c.shaped(top * (1 - fy) + bottom * fy)
+
+
 OPS: dict[str, Callable[[_Ctx], np.ndarray]] = {
     "CONV_2D": _conv2d,
     "DEPTHWISE_CONV_2D": _depthwise,
@@ -334,6 +450,15 @@ OPS: dict[str, Callable[[_Ctx], np.ndarray]] = {
     "TRANSPOSE": _transpose,
     "DEQUANTIZE": _identity,
     LSTM: float_lstm,
+    SVDF: float_svdf,
+    "TRANSPOSE_CONV": _transpose_conv,
+    "PRELU": _prelu,
+    "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
+    "SPLIT": _split, "SPLIT_V": _split,
+    "GATHER": _gather,
+    "RESIZE_NEAREST_NEIGHBOR": _resize_nearest,
+    "RESIZE_BILINEAR": _resize_bilinear,
 }
 
 
@@ -353,6 +478,9 @@ class FloatModel:
         if unsupported:
             raise ModelError(f"the quantizer cannot evaluate op(s) {', '.join(unsupported)} "
                              f"in float (supported: {', '.join(sorted(OPS))})")
+        # Variable tensors' values, kept from one run to the next (an SVDF's state runs
+        # over the samples in order, as a stateful model in its interpreter); reset() zeroes.
+        self.state: dict[int, np.ndarray] = {}
         # Step after which each activation is no longer read: frees memory on big batches.
         self._last_use: dict[int, int] = {}
         for step, op in enumerate(graph.ops):
@@ -377,11 +505,14 @@ class FloatModel:
                 observe(tid, values[tid])
         keep = set(g.outputs)
         for step, op in enumerate(g.ops):
-            ctx = _Ctx(g, op, values, n)
+            ctx = _Ctx(g, op, values, n, self.state)
             y = OPS[op.type](ctx)
-            values[op.outputs[0]] = y
+            ys = y if isinstance(y, list) else [y]      # a list: one array per output
+            for tid, value in zip(op.outputs, ys):
+                values[tid] = value
+                if observe is not None:
+                    observe(tid, value)
             if observe is not None:
-                observe(op.outputs[0], y)
                 for tid, value in ctx.observed.items():
                     observe(tid, value)
             for tid in op.inputs:
@@ -389,6 +520,10 @@ class FloatModel:
                     values.pop(tid, None)
         return [values[t] if t in values else np.broadcast_to(const_value(g.tensor(t)), (n,) + g.tensor(t).shape)
                 for t in g.outputs]
+
+    def reset(self) -> None:
+        """Back to the initial (zero) state of the model's variables."""
+        self.state.clear()
 
     def run_batched(self, inputs: list[np.ndarray], batch: int = 64,
                     observe: Observer | None = None) -> list[np.ndarray]:

@@ -40,7 +40,9 @@ from . import int16
 INT32_MAX = (1 << 31) - 1
 
 # Weight layers: per-channel axis of their weights.
-WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0}
+WEIGHT_AXIS = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 0, "TRANSPOSE_CONV": 0}
+# (input, weights, bias) input indices of the weight layers whose order is not (0, 1, 2).
+LAYER_INPUTS = {"TRANSPOSE_CONV": (2, 1, 3)}     # output_shape, weights, input, bias
 
 # Ops whose inputs and output share one scale and zero point (TFLite's
 # restrict_same_input_output_scale), with the indices of their data inputs.
@@ -51,6 +53,9 @@ SHARED_SCALE: dict[str, tuple[int, ...] | None] = {
     "CONCATENATION": None,                      # None: every input
     # TFLM's int8 RELU6 / RELU_N1_TO_1 clamp without rescaling: same scale in and out.
     "RELU6": (0,), "RELU_N1_TO_1": (0,),
+    # Data movement: TFLM copies the raw integers (every output shares the scale).
+    "STRIDED_SLICE": (0,), "SLICE": (0,), "GATHER": (0,), "SPLIT": (1,), "SPLIT_V": (0,),
+    "RESIZE_NEAREST_NEIGHBOR": (0,), "RESIZE_BILINEAR": (0,),
 }
 
 # Ops whose int8 output range is fixed by the op, not by calibration.
@@ -64,7 +69,7 @@ FIXED_OUTPUT: dict[str, tuple[float, int]] = {
 # Inputs read as data (quantized like activations when constant); others are shapes/axes.
 DATA_INPUTS: dict[str, tuple[int, ...]] = {
     "ADD": (0, 1), "SUB": (0, 1), "MUL": (0, 1), "MAXIMUM": (0, 1), "MINIMUM": (0, 1),
-    "PADV2": (0, 2),
+    "PADV2": (0, 2), "PRELU": (1,),
 }
 
 # Float ops the int8 rewrite does not handle (no int8 form in TFLite, or not yet here).
@@ -78,7 +83,8 @@ INT8_VERSIONS = {
     "PADV2": 2, "TRANSPOSE": 2, "RELU": 2, "RELU6": 2, "LOGISTIC": 2, "TANH": 2,
     "QUANTIZE": 1, "DEQUANTIZE": 2, "RESHAPE": 1, "SQUEEZE": 1, "EXPAND_DIMS": 1,
     "HARD_SWISH": 1, "LEAKY_RELU": 1, "ABS": 2, "NEG": 1, "RELU_N1_TO_1": 1,
-    "LOG_SOFTMAX": 2,
+    "LOG_SOFTMAX": 2, "TRANSPOSE_CONV": 3, "STRIDED_SLICE": 2, "SLICE": 2, "GATHER": 2,
+    "SPLIT": 2, "SPLIT_V": 2, "RESIZE_NEAREST_NEIGHBOR": 2, "RESIZE_BILINEAR": 2,
 }
 
 
@@ -259,6 +265,9 @@ class Rewriter:
             idx = SHARED_SCALE[op.type]
             idx = range(len(op.inputs)) if idx is None else idx
             out = op.outputs[0]
+            for other in op.outputs[1:]:            # SPLIT: every output has the one scale
+                if groups.can_union(other, out):
+                    groups.union(other, out)
             acts = [i for i in idx if i < len(op.inputs) and self._is_act(op.inputs[i])]
             fixed = {groups.fixed.get(groups.find(op.inputs[i])) for i in acts}
             # A fixed input (a softmax output) sets the scale of a one-input op's output,
@@ -297,7 +306,8 @@ class Rewriter:
     # weight layers ----------------------------------------------------------------------------
     def _weight_layer(self, op: Op, params: dict[int, tuple[float, int]]) -> None:
         g = self.g
-        x, w_t = g.tensor(op.inputs[0]), g.tensor(op.inputs[1])
+        xi, wi, bi = LAYER_INPUTS.get(op.type, (0, 1, 2))
+        x, w_t = g.tensor(op.inputs[xi]), g.tensor(op.inputs[wi])
         if not w_t.is_const:
             raise ModelError(f"{op.describe()}: weights {w_t.name} are not constant; "
                              "the quantizer handles constant weights only")
@@ -309,16 +319,16 @@ class Rewriter:
         if x.is_const and x.dtype == "float32":
             # A constant data input (an unrolled RNN's first step reads the zero initial
             # state): int8 data with its own range, as a constant operand of ADD.
-            op.inputs[0] = self._data_const(x.id, None)
-            x = g.tensor(op.inputs[0])
+            op.inputs[xi] = self._data_const(x.id, None)
+            x = g.tensor(op.inputs[xi])
             params[x.id] = x.quant.single()
         in_scale = np.float32(params[x.id][0])
-        has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+        has_bias = len(op.inputs) > bi and op.inputs[bi] >= 0
         n_out = w.shape[3] if op.type == "DEPTHWISE_CONV_2D" else w.shape[0]
-        bias = (const_value(g.tensor(op.inputs[2])) if has_bias
+        bias = (const_value(g.tensor(op.inputs[bi])) if has_bias
                 else np.zeros(n_out, np.float32)).astype(np.float64)
 
-        if self.opt.bias_correction:
+        if self.opt.bias_correction and op.type not in LAYER_INPUTS:
             bias = bias - self._bias_error(op, w, _dequantize(q, scales, axis), x.id)
             has_bias = True
         has_bias = has_bias or self.bits16          # int16.py: 16x8 layers always get one
@@ -338,17 +348,17 @@ class Rewriter:
             b_scale = (in_scale * scales).astype(np.float32)
             qb = round_half_away(bias / np.broadcast_to(b_scale.astype(np.float64), bias.shape))
             qb = np.clip(qb, -bias_max, bias_max).astype(np.int64 if self.bits16 else np.int32)
-            b_name = g.tensor(op.inputs[2]).name if len(op.inputs) > 2 and op.inputs[2] >= 0 \
+            b_name = g.tensor(op.inputs[bi]).name if len(op.inputs) > bi and op.inputs[bi] >= 0 \
                 else f"{w_t.name}/bias"
             b_id = self._layer_const(b_name, (n_out,), "int64" if self.bits16 else "int32",
                                      Quant(b_scale, np.zeros(b_scale.size, np.int64), 0), qb)
-            while len(op.inputs) < 3:
+            while len(op.inputs) <= bi:
                 op.inputs.append(-1)
-            op.inputs[2] = b_id
+            op.inputs[bi] = b_id
         w_id = self._layer_const(w_t.name, w_t.shape, "int8",
                                  Quant(scales, np.zeros(scales.size, np.int64),
                                        axis if axis is not None else 0), q)
-        op.inputs[1] = w_id
+        op.inputs[wi] = w_id
 
     def _bias_error(self, op: Op, w: np.ndarray, wq: np.ndarray, x_id: int) -> np.ndarray:
         """ε·E[x] per output channel: the mean output error the rounded weights cause."""
@@ -493,7 +503,7 @@ def mean_depths(graph: Graph) -> dict[int, set[int]]:
     """For bias correction: tensor id → depths K whose per-channel input means are needed."""
     wanted: dict[int, set[int]] = {}
     for op in graph.ops:
-        if op.type in WEIGHT_AXIS and op.inputs[0] >= 0:
+        if op.type in WEIGHT_AXIS and op.type not in LAYER_INPUTS and op.inputs[0] >= 0:
             w = graph.tensor(op.inputs[1])
             k = w.shape[1] if op.type == "FULLY_CONNECTED" else graph.tensor(op.inputs[0]).shape[-1]
             wanted.setdefault(op.inputs[0], set()).add(int(k))
