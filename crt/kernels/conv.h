@@ -333,6 +333,24 @@ kiln_status_t kiln_dwconv2d_3x3_w8_s8(const kiln_context_t *ctx,
 /* Scratch of kiln_dwconv2d_3x3_w8_s8: C bytes. */
 int32_t kiln_dwconv2d_3x3_w8_s8_get_buffer_size(const kiln_dims_t *input_dims);
 
+/* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, horizontal
+ * stride 1 (any vertical stride), any padding, any number of channels,
+ * output pixels in horizontal pairs (dwconv_3x3_px2.c); arguments as
+ * kiln_dwconv2d_3x3_w8_s8 (the model's int8 filter, the bias not folded):
+ *   ctx     >= kiln_dwconv2d_3x3_px2_s8_get_buffer_size(), word aligned: a
+ *           ring of three padded input rows of one block of four channels */
+kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
+                                       const kiln_dwconv_params_t *params,
+                                       const kiln_requant_fast_t *quant,
+                                       const kiln_dims_t *input_dims, const int8_t *input,
+                                       const kiln_dims_t *filter_dims, const int8_t *filter,
+                                       const int32_t *bias,
+                                       const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_dwconv2d_3x3_px2_s8: 12 * (W rounded up to even + 2) bytes,
+ * W the output width. */
+int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims);
+
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added
  *           (w + filter_offset): per block of four rows, per group,

@@ -237,6 +237,62 @@ static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
         (o)[3] = y3_;                                                            \
     } while (0)
 
+/*
+ * kiln_output_fast in five instructions (dwconv_3x3_w8.c, dwconv_3x3_px2.c) (SMMLAR, ADD, ASR, ADD, SSAT) from a
+ * channel's (multiplier', right_shift), multiplier' = 2 * multiplier - 2^32
+ * (an int32: multiplier is in [2^30, 2^31)), and the layer's k = 1 + 2 *
+ * output_offset. With e = right_shift + 1 = -shift, x = acc:
+ * 1. r = x + floor((x * multiplier' + 2^31) / 2^32)          SMMLAR
+ *      = floor((2 * x * multiplier + 2^31) / 2^32) = floor((x * m + 2^30) / 2^31),
+ *    TFLite's rounding doubling high multiply (see kiln_requantize_fast, step 1),
+ *    for any int32 x (|x * 2m| < 2^63; r fits int32, r > -2^31).
+ * 2. TFLite's rounding division of r by 2^e is floor((t + 2^(e-1)) / 2^e) with
+ *    t = r - [r < 0] = r + (r >> 31) (no overflow: r > -2^31). Nesting floors,
+ *    floor((t + 2^(e-1)) / 2^e) = floor((floor(t / 2^(e-1)) + 1) / 2)
+ *    = ((t >> right_shift) + 1) >> 1.
+ * 3. Plus the output zero point: ((t >> right_shift) + 1 + 2 * output_offset) >> 1,
+ *    the last shift inside the SSAT (|t >> right_shift| <= 2^30: no overflow).
+ * The tests compare it with kiln_requantize (host) and TFLM (QEMU).
+ */
+typedef struct {
+    int32_t multiplier2, right_shift;
+} kiln_dw_rq_t;
+
+static KILN_ALWAYS_INLINE int32_t kiln_dw_mulhigh(int32_t acc, int32_t multiplier2)
+{
+#if defined(__ARM_FEATURE_DSP)
+    int32_t r;
+    __asm__("smmlar %0, %1, %2, %1" : "=r"(r) : "r"(acc), "r"(multiplier2));
+    return r;
+#else
+    const int64_t m = (int64_t)((uint32_t)multiplier2 >> 1);
+    return (int32_t)(((int64_t)acc * m + ((int64_t)1 << 30)) >> 31);
+#endif
+}
+
+/* Requantized, plus the output zero point, clamped: k = 1 + 2 * output_offset. */
+static KILN_ALWAYS_INLINE int8_t kiln_dw_output(int32_t acc, int32_t multiplier2,
+                                                int32_t right_shift, int32_t k, int32_t act_min,
+                                                int32_t act_max, int full_range)
+{
+    const int32_t r = kiln_dw_mulhigh(acc, multiplier2);
+    const int32_t u = ((r + (r >> 31)) >> right_shift) + k;
+    if (full_range) {
+#if defined(__ARM_FEATURE_DSP)
+        int32_t v;
+        __asm__("ssat %0, #8, %1, asr #1" : "=r"(v) : "r"(u));
+        return (int8_t)v;
+#else
+        act_min = -128;
+        act_max = 127;
+#endif
+    }
+    int32_t v = u >> 1;
+    v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
+    v = v < act_max ? v : act_max;
+    return (int8_t)v;
+}
+
 /* The arguments every SIMD depthwise kernel needs (conv.h): depth
  * multiplier 1, as many output as input channels, a word-aligned packed
  * filter, a folded bias and `scratch` bytes of context (its

@@ -109,73 +109,17 @@ typedef struct {
         DW_MAC(e_, o_, we_, wo_, a0, a1, a2, a3);                                \
     } while (0)
 
-/*
- * kiln_output_fast in five instructions (SMMLAR, ADD, ASR, ADD, SSAT) from a
- * channel's (multiplier', right_shift), multiplier' = 2 * multiplier - 2^32
- * (an int32: multiplier is in [2^30, 2^31)), and the layer's k = 1 + 2 *
- * output_offset. With e = right_shift + 1 = -shift, x = acc:
- * 1. r = x + floor((x * multiplier' + 2^31) / 2^32)          SMMLAR
- *      = floor((2 * x * multiplier + 2^31) / 2^32) = floor((x * m + 2^30) / 2^31),
- *    TFLite's rounding doubling high multiply (see kiln_requantize_fast, step 1),
- *    for any int32 x (|x * 2m| < 2^63; r fits int32, r > -2^31).
- * 2. TFLite's rounding division of r by 2^e is floor((t + 2^(e-1)) / 2^e) with
- *    t = r - [r < 0] = r + (r >> 31) (no overflow: r > -2^31). Nesting floors,
- *    floor((t + 2^(e-1)) / 2^e) = floor((floor(t / 2^(e-1)) + 1) / 2)
- *    = ((t >> right_shift) + 1) >> 1.
- * 3. Plus the output zero point: ((t >> right_shift) + 1 + 2 * output_offset) >> 1,
- *    the last shift inside the SSAT (|t >> right_shift| <= 2^30: no overflow).
- * The tests compare it with kiln_requantize (host) and TFLM (QEMU).
- */
-typedef struct {
-    int32_t multiplier2, right_shift;
-} dw_rq_t;
-
-static KILN_ALWAYS_INLINE int32_t dw_mulhigh(int32_t acc, int32_t multiplier2)
-{
-#if defined(__ARM_FEATURE_DSP)
-    int32_t r;
-    __asm__("smmlar %0, %1, %2, %1" : "=r"(r) : "r"(acc), "r"(multiplier2));
-    return r;
-#else
-    const int64_t m = (int64_t)((uint32_t)multiplier2 >> 1);
-    return (int32_t)(((int64_t)acc * m + ((int64_t)1 << 30)) >> 31);
-#endif
-}
-
-/* Requantized, plus the output zero point, clamped: k = 1 + 2 * output_offset. */
-static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, int32_t multiplier2, int32_t right_shift,
-                                           int32_t k, int32_t act_min, int32_t act_max,
-                                           int full_range)
-{
-    const int32_t r = dw_mulhigh(acc, multiplier2);
-    const int32_t u = ((r + (r >> 31)) >> right_shift) + k;
-    if (full_range) {
-#if defined(__ARM_FEATURE_DSP)
-        int32_t v;
-        __asm__("ssat %0, #8, %1, asr #1" : "=r"(v) : "r"(u));
-        return (int8_t)v;
-#else
-        act_min = -128;
-        act_max = 127;
-#endif
-    }
-    int32_t v = u >> 1;
-    v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
-    v = v < act_max ? v : act_max;
-    return (int8_t)v;
-}
-
 /* Requantizes and stores one pixel's four channels from the block's table q (k,
  * act_min, act_max and full_range in scope); all four before the first store. */
 #define DW_STORE(o, q, a0, a1, a2, a3)                                           \
     do {                                                                         \
-        const int8_t y0_ = dw_output(a0, (q)[0].multiplier2, (q)[0].right_shift, k, \
+        const int8_t y0_ = kiln_dw_output(a0, (q)[0].multiplier2, (q)[0].right_shift, k, \
                                      act_min, act_max, full_range);              \
-        const int8_t y1_ = dw_output(a1, (q)[1].multiplier2, (q)[1].right_shift, k, \
+        const int8_t y1_ = kiln_dw_output(a1, (q)[1].multiplier2, (q)[1].right_shift, k, \
                                      act_min, act_max, full_range);              \
-        const int8_t y2_ = dw_output(a2, (q)[2].multiplier2, (q)[2].right_shift, k, \
+        const int8_t y2_ = kiln_dw_output(a2, (q)[2].multiplier2, (q)[2].right_shift, k, \
                                      act_min, act_max, full_range);              \
-        const int8_t y3_ = dw_output(a3, (q)[3].multiplier2, (q)[3].right_shift, k, \
+        const int8_t y3_ = kiln_dw_output(a3, (q)[3].multiplier2, (q)[3].right_shift, k, \
                                      act_min, act_max, full_range);              \
         (o)[0] = y0_;                                                            \
         (o)[1] = y1_;                                                            \
@@ -186,13 +130,13 @@ static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, int32_t multiplier2, int
 /* The same from kiln_requant_fast_t entries (the edge pixels, every block). */
 #define DW_STORE_FAST(o, q, a0, a1, a2, a3)                                      \
     do {                                                                         \
-        const int8_t y0_ = dw_output(a0, (int32_t)((uint32_t)(q)[0].multiplier << 1), \
+        const int8_t y0_ = kiln_dw_output(a0, (int32_t)((uint32_t)(q)[0].multiplier << 1), \
                                      (q)[0].right_shift, k, act_min, act_max, 0); \
-        const int8_t y1_ = dw_output(a1, (int32_t)((uint32_t)(q)[1].multiplier << 1), \
+        const int8_t y1_ = kiln_dw_output(a1, (int32_t)((uint32_t)(q)[1].multiplier << 1), \
                                      (q)[1].right_shift, k, act_min, act_max, 0); \
-        const int8_t y2_ = dw_output(a2, (int32_t)((uint32_t)(q)[2].multiplier << 1), \
+        const int8_t y2_ = kiln_dw_output(a2, (int32_t)((uint32_t)(q)[2].multiplier << 1), \
                                      (q)[2].right_shift, k, act_min, act_max, 0); \
-        const int8_t y3_ = dw_output(a3, (int32_t)((uint32_t)(q)[3].multiplier << 1), \
+        const int8_t y3_ = kiln_dw_output(a3, (int32_t)((uint32_t)(q)[3].multiplier << 1), \
                                      (q)[3].right_shift, k, act_min, act_max, 0); \
         (o)[0] = y0_;                                                            \
         (o)[1] = y1_;                                                            \
@@ -203,7 +147,7 @@ static KILN_ALWAYS_INLINE int8_t dw_output(int32_t acc, int32_t multiplier2, int
 /* One interior output pixel from r, its first tap (filter row ky at r + ky * row). */
 static KILN_ALWAYS_INLINE void dw_interior_pixel(const int8_t *r, size_t c, size_t row,
                                                  const uint32_t *w, const int32_t *bias,
-                                                 const dw_rq_t *quant, int32_t k,
+                                                 const kiln_dw_rq_t *quant, int32_t k,
                                                  int32_t act_min, int32_t act_max, int8_t *o,
                                                  int full_range)
 {
@@ -269,7 +213,7 @@ static KILN_ALWAYS_INLINE void dw_interior_pixel(const int8_t *r, size_t c, size
  * temporaries) keep Cortex-M4's registers. */
 static KILN_ALWAYS_INLINE void dw_block(const dw_layer_t *g, const int8_t *image,
                                         const uint32_t *w, const int32_t *folded,
-                                        const dw_rq_t *rq, int8_t *out, int full_range)
+                                        const kiln_dw_rq_t *rq, int8_t *out, int full_range)
 {
     const kiln_conv_params_t *p = g->p;
     const int32_t k = 1 + 2 * p->output_offset;
@@ -291,14 +235,14 @@ static KILN_ALWAYS_INLINE void dw_block(const dw_layer_t *g, const int8_t *image
 
 static KILN_NOINLINE void dw_block_full(const dw_layer_t *g, const int8_t *image,
                                         const uint32_t *w, const int32_t *folded,
-                                        const dw_rq_t *rq, int8_t *out)
+                                        const kiln_dw_rq_t *rq, int8_t *out)
 {
     dw_block(g, image, w, folded, rq, out, 1);
 }
 
 static KILN_NOINLINE void dw_block_clamped(const dw_layer_t *g, const int8_t *image,
                                            const uint32_t *w, const int32_t *folded,
-                                           const dw_rq_t *rq, int8_t *out)
+                                           const kiln_dw_rq_t *rq, int8_t *out)
 {
     dw_block(g, image, w, folded, rq, out, 0);
 }
@@ -453,7 +397,7 @@ static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_
                 bias[c + 2] + off * (int16_t)(uint16_t)(sum_e >> 16),
                 bias[c + 3] + off * (int16_t)(uint16_t)(sum_o >> 16),
             };
-            dw_rq_t rq[4];
+            kiln_dw_rq_t rq[4];
             for (int32_t j = 0; j < 4; ++j) {
                 rq[j].multiplier2 = (int32_t)((uint32_t)quant[c + j].multiplier << 1);
                 rq[j].right_shift = quant[c + j].right_shift;

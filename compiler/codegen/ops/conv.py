@@ -150,6 +150,8 @@ _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected
                     2: "kiln_fully_connected_rows2_s8"}
 # DEPTHWISE_CONV_2D by (variant, ch_block); all take a folded bias and C bytes of scratch.
 _DW_KERNELS = {("3x3", 4): "kiln_dwconv2d_3x3_s8", ("channels", 4): "kiln_dwconv2d_ch4_s8"}
+_DW_PX2 = {"variant": "3x3_px2"}
+_DW_PX2_MIN_WIDTH = 12         # output rows from this wide lead with it (candidates)
 # A depthwise layer with one input channel as a CONV_2D gemm, by (oc_block, weights).
 _DW_GEMM_KNOBS = ((4, "s16"), (2, "s16"), (2, "s8"))
 
@@ -214,6 +216,15 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 w8 = {"variant": "3x3_w8"}
                 packed = {"variant": "3x3", "ch_block": 4}
                 blocked += [w8, packed] if _interior_share(shape) >= 0.8 else [packed, w8]
+            if kh == kw == 3 and shape.dilation == (1, 1) and shape.stride[1] == 1:
+                # Pixel pairs over a ring of padded rows (dwconv_3x3_px2.c), any C. On
+                # QEMU mps2-an386 0.71-0.85x the instructions of the kernels above on
+                # VWW's stride-1 layers with rows of 12 to 48 pixels; its set-up per
+                # block of channels and output row makes it 1.1-2x theirs on 6x6 and
+                # smaller maps and on KWS's 25x5 (run in one-row bands), where it
+                # leads only when C % 4 != 0 (0.5x the channels kernel's).
+                first = shape.output[2] >= _DW_PX2_MIN_WIDTH or fc % 4 != 0
+                blocked.insert(0 if first else len(blocked), dict(_DW_PX2))
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
         # One input channel: output channel oc is a CONV_2D filter over that channel, so
@@ -301,6 +312,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
                               target, k)
     if k["variant"] == "3x3_w8":
         return Variant("kiln_dwconv2d_3x3_w8_s8", k, shape.input[3])
+    if k["variant"] == "3x3_px2":       # a ring of three padded rows of four channels
+        return Variant("kiln_dwconv2d_3x3_px2_s8", k, 12 * ((shape.output[2] + 1) // 2 * 2 + 2))
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
 
 
@@ -787,7 +800,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if simd and v.knobs["variant"] == "3x3_w8":
+    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         quant = _requant_fast_c(ctx, table)

@@ -1,0 +1,459 @@
+/*
+ * dwconv_3x3_px2.c - DEPTHWISE_CONV_2D with a 3x3 filter, depth multiplier 1,
+ * no dilation, horizontal stride 1 (any vertical stride), any padding, any
+ * number of channels, reading the model's int8 filter as it is (1HWC):
+ * kiln_dwconv2d_3x3_px2_s8. Semantics and layouts in conv.h, primitives in
+ * conv_dsp.h.
+ *
+ * Output pixels go in horizontal pairs (j, j + 1), which share their middle
+ * two input columns: per filter row and channel, those two columns form one
+ * int16 pair (x[j + 1], x[j + 2]) (PKHBT / PKHTB of the SXTB16 lanes), and
+ *   out[j]     += (w1, w2) . (x[j + 1], x[j + 2]) + w0 * x[j]      SMLAD, SMLABB
+ *   out[j + 1] += (w0, w1) . (x[j + 1], x[j + 2]) + w2 * x[j + 3]  SMLAD, SMLABT
+ * (x[i] the tap columns of the pair, i = 0..3): six MACs in four MAC
+ * instructions, against six with SMLABB / SMLATT per tap. A pass takes two
+ * channels of a block of four, (c0, c2) then (c1, c3) (the two SXTB16 lanes
+ * of one input word), so four accumulators stay in registers.
+ *
+ * Padding costs nothing per pixel: each block of four channels copies the
+ * input rows it needs into a ring of three rows in scratch, one word (the
+ * block's four channels) per column, padding columns and rows written as the
+ * input zero point; with the bias folded (bias + input_offset * sum of the
+ * channel's taps) a padded tap adds w * (zero point + input_offset) = 0 as in
+ * TFLM. At vertical stride 1 each output row copies one new input row. The
+ * ring holds out_w rounded up to even plus 2 columns: the pair at the last
+ * odd column computes a pixel past the row, which is not stored.
+ *
+ * The requantization is kiln_dw_output (five instructions, conv_dsp.h).
+ *
+ * Overflow: the compiler checks |bias| + 256 * sum|w| < 2^31 per channel
+ * (conv.h); the folded bias is at most |bias| + 128 * sum|w| and
+ * |sum w * x| <= 128 * sum|w|, and an SMLAD adds two products of that sum.
+ */
+#include "conv_dsp.h"
+
+/* Columns of one ring row: out_w rounded up to even, plus the two the last pair
+ * reads past its first tap. */
+static int32_t ring_cols(int32_t out_w)
+{
+    return (out_w + 1) / 2 * 2 + 2;
+}
+
+int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims)
+{
+    return output_dims == NULL ? 0 : 3 * 4 * ring_cols(output_dims->w);
+}
+
+#if defined(__ARM_FEATURE_DSP)
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlabt((int32_t)a, (int32_t)b, acc);
+}
+
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return __smlatb((int32_t)a, (int32_t)b, acc);
+}
+
+/* (lane0(a), lane0(b)) and (lane1(a), lane1(b)). */
+static inline uint32_t pack_lo(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t pack_hi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+#else
+static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc)
+{
+    return acc + kiln_lane0(a) * kiln_lane1(b);
+}
+
+static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc)
+{
+    return acc + kiln_lane1(a) * kiln_lane0(b);
+}
+
+static inline uint32_t pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xffffu) | (b << 16);
+}
+
+static inline uint32_t pack_hi(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xffff0000u);
+}
+#endif
+
+/* One channel pair's part of a block: per filter row the words
+ * [(w1, w2) lo, (w0, w1) lo, (w1, w2) hi, (w0, w1) hi], lo / hi the pass's
+ * two channels, for rows 0, 1, 2, 0, 1 (ring slot k holds filter row
+ * (k + rot) % 3 of an output row: its weights start at row rot); then the
+ * channels' folded biases and requantization. */
+typedef struct {
+    uint32_t w[5][4];
+    int32_t bias_lo, bias_hi;
+    kiln_dw_rq_t rq_lo, rq_hi;
+} px2_pass_t;
+
+/* What every row of a layer shares. */
+typedef struct {
+    const kiln_conv_params_t *p;
+    int32_t in_h, in_w, in_c, out_h, out_w;
+    int32_t cols;               /* ring_cols(out_w) */
+} px2_layer_t;
+
+/* Input row iy of the block of `lanes` channels at c (image at the batch) into
+ * ring slot `slot`: column i at word (i / 2) * 6 + 2 * slot + i % 2. */
+static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *image, int32_t c,
+                                        int32_t lanes, int32_t iy, uint32_t zp4,
+                                        uint32_t *ring, int32_t slot)
+{
+    const int32_t pad = g->p->padding.w;
+    uint32_t *d = ring + 2 * slot;
+    /* Ring columns [lo, hi) are input columns [lo - pad, hi - pad). */
+    int32_t lo = g->cols;
+    int32_t hi = g->cols;
+    if (iy >= 0 && iy < g->in_h) {
+        lo = kiln_min_i32(pad, g->cols);
+        hi = kiln_min_i32(pad + g->in_w, g->cols);
+    }
+    int32_t i = 0;
+    for (; i < lo; ++i) {
+        d[(i >> 1) * 6 + (i & 1)] = zp4;
+    }
+    const size_t step = (size_t)g->in_c;
+    const int8_t *x = image + (size_t)c;
+    if (i < hi) {
+        x += ((size_t)iy * (size_t)g->in_w + (size_t)(i - pad)) * step;
+    }
+    if (lanes == 4) {
+        if (i < hi && (i & 1)) {
+            d[(i >> 1) * 6 + 1] = kiln_load_s8x4(x);
+            x += step;
+            ++i;
+        }
+        for (uint32_t *q = d + (i >> 1) * 6; i + 1 < hi; i += 2, q += 6, x += 2 * step) {
+            q[0] = kiln_load_s8x4(x);
+            q[1] = kiln_load_s8x4(x + step);
+        }
+    }
+    for (; i < hi; ++i, x += step) {        /* the last C % 4 channels: the others read 0 */
+        uint32_t v = 0;
+        for (int32_t l = 0; l < lanes; ++l) {
+            v |= (uint32_t)(uint8_t)x[l] << (8 * l);
+        }
+        d[(i >> 1) * 6 + (i & 1)] = v;
+    }
+    for (; i < g->cols; ++i) {
+        d[(i >> 1) * 6 + (i & 1)] = zp4;
+    }
+}
+
+/* The three filter rows of a pixel pair for the pass's two channels: r the pair's
+ * first ring column pair (slot k's four words at 2k, 2k + 1, 6 + 2k, 7 + 2k),
+ * w the weights of slots 0..2 in turn; odd picks the SXTB16 lanes. */
+static KILN_ALWAYS_INLINE void px2_pair(const uint32_t *r, const uint32_t *w, int odd,
+                                        int32_t *a_lo, int32_t *b_lo, int32_t *a_hi,
+                                        int32_t *b_hi)
+{
+#if defined(__ARM_FEATURE_DSP) && defined(__thumb2__)
+    /* 18 instructions a slot: GCC loads each word on its own and spills. */
+    int32_t al = *a_lo;
+    int32_t bl = *b_lo;
+    int32_t ah = *a_hi;
+    int32_t bh = *b_hi;
+    uint32_t x0;
+    uint32_t x1;
+    uint32_t x2;
+    uint32_t x3;
+    uint32_t t;
+    uint32_t wb;
+#define PX2_SLOT(ror, xo0, xo1, wo0, wo1)                                        \
+    "ldrd %[x0], %[x1], [%[r], #" xo0 "]\n\t"                                    \
+    "ldrd %[x2], %[x3], [%[r], #" xo1 "]\n\t"                                    \
+    "sxtb16 %[x1], %[x1]" ror "\n\t"                                                \
+    "sxtb16 %[x2], %[x2]" ror "\n\t"                                                \
+    "pkhbt %[t], %[x1], %[x2], lsl #16\n\t"                                     \
+    "pkhtb %[x1], %[x2], %[x1], asr #16\n\t"                                    \
+    "ldrd %[x2], %[wb], [%[w], #" wo0 "]\n\t"                                    \
+    "smlad %[al], %[t], %[x2], %[al]\n\t"                                       \
+    "smlad %[bl], %[t], %[wb], %[bl]\n\t"                                       \
+    "sxtb16 %[x0], %[x0]" ror "\n\t"                                                \
+    "smlabb %[al], %[x0], %[wb], %[al]\n\t"                                     \
+    "sxtb16 %[x3], %[x3]" ror "\n\t"                                                \
+    "smlabt %[bl], %[x3], %[x2], %[bl]\n\t"                                     \
+    "ldrd %[x2], %[wb], [%[w], #" wo1 "]\n\t"                                    \
+    "smlad %[ah], %[x1], %[x2], %[ah]\n\t"                                      \
+    "smlad %[bh], %[x1], %[wb], %[bh]\n\t"                                      \
+    "smlatb %[ah], %[x0], %[wb], %[ah]\n\t"                                     \
+    "smlatt %[bh], %[x3], %[x2], %[bh]\n\t"
+#define PX2_ASM(ror)                                                             \
+    __asm__(PX2_SLOT(ror, "0", "24", "0", "8")                                   \
+            PX2_SLOT(ror, "8", "32", "16", "24")                                 \
+            PX2_SLOT(ror, "16", "40", "32", "40")                                \
+            : [al] "+r"(al), [bl] "+r"(bl), [ah] "+r"(ah), [bh] "+r"(bh),         \
+              [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3),     \
+              [t] "=&r"(t), [wb] "=&r"(wb)                                        \
+            : [r] "r"(r), [w] "r"(w), "m"(*(const uint32_t(*)[12])r),           \
+              "m"(*(const uint32_t(*)[12])w))
+    if (odd) {
+        PX2_ASM(", ror #8");
+    } else {
+        PX2_ASM("");
+    }
+#undef PX2_ASM
+#undef PX2_SLOT
+    *a_lo = al;
+    *b_lo = bl;
+    *a_hi = ah;
+    *b_hi = bh;
+#else
+    for (int32_t k = 0; k < 3; ++k, w += 4) {
+        const uint32_t *x = r + 2 * k;
+        const uint32_t m = odd ? kiln_sxtb16_ror8(x[0]) : kiln_sxtb16(x[0]);
+        const uint32_t x0 = odd ? kiln_sxtb16_ror8(x[1]) : kiln_sxtb16(x[1]);
+        const uint32_t x1 = odd ? kiln_sxtb16_ror8(x[6]) : kiln_sxtb16(x[6]);
+        const uint32_t e = odd ? kiln_sxtb16_ror8(x[7]) : kiln_sxtb16(x[7]);
+        const uint32_t lo = pack_lo(x0, x1);
+        const uint32_t hi = pack_hi(x0, x1);
+        *a_lo = kiln_smlabb(m, w[1], kiln_smlad(lo, w[0], *a_lo));
+        *b_lo = smlabt(e, w[0], kiln_smlad(lo, w[1], *b_lo));
+        *a_hi = smlatb(m, w[3], kiln_smlad(hi, w[2], *a_hi));
+        *b_hi = kiln_smlatt(e, w[2], kiln_smlad(hi, w[3], *b_hi));
+    }
+#endif
+}
+
+/*
+ * Requantized, plus the output zero point, clamped (kiln_dw_output); with relu
+ * (a constant: act_min >= the output zero point) without TFLite's rounding
+ * correction for a negative r: then both r >> right_shift and its corrected
+ * twin are <= -1, so the output is <= the zero point <= act_min either way and
+ * the clamp makes it act_min (four instructions instead of five).
+ */
+static KILN_ALWAYS_INLINE int8_t px2_output(int32_t acc, const kiln_dw_rq_t *q, int32_t k,
+                                            int32_t act_min, int32_t act_max, int full_range,
+                                            int relu)
+{
+    if (!relu) {
+        return kiln_dw_output(acc, q->multiplier2, q->right_shift, k, act_min, act_max,
+                              full_range);
+    }
+    const int32_t u = (kiln_dw_mulhigh(acc, q->multiplier2) >> q->right_shift) + k;
+    if (full_range) {
+#if defined(__ARM_FEATURE_DSP)
+        int32_t v;
+        __asm__("ssat %0, #8, %1, asr #1" : "=r"(v) : "r"(u));
+        return (int8_t)v;
+#else
+        act_min = -128;
+        act_max = 127;
+#endif
+    }
+    int32_t v = u >> 1;
+    v = v > act_min ? v : act_min;
+    v = v < act_max ? v : act_max;
+    return (int8_t)v;
+}
+
+/* One output row of one pass: ring at the row's slots, w the pass's weights from
+ * the row's rotation, out at the row's first pixel and the pass's first channel. */
+static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *s,
+                                        const uint32_t *w, const uint32_t *ring, int8_t *out,
+                                        int odd, int full_range, int relu, int store_hi)
+{
+    const kiln_conv_params_t *p = g->p;
+    const int32_t k = 1 + 2 * p->output_offset;
+    const int32_t act_min = p->activation.min;
+    const int32_t act_max = p->activation.max;
+    const size_t c = (size_t)g->in_c;
+    const uint32_t *end = ring + (size_t)(g->out_w / 2) * 6;
+    for (const uint32_t *r = ring; r != end; r += 6, out += 2 * c) {
+        int32_t a_lo = s->bias_lo;
+        int32_t b_lo = a_lo;
+        int32_t a_hi = s->bias_hi;
+        int32_t b_hi = a_hi;
+        px2_pair(r, w, odd, &a_lo, &b_lo, &a_hi, &b_hi);
+        const int8_t y0 = px2_output(a_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
+        const int8_t y1 = px2_output(b_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
+        out[0] = y0;
+        out[c] = y1;
+        if (store_hi) {
+            const int8_t y2 = px2_output(a_hi, &s->rq_hi, k, act_min, act_max, full_range,
+                                         relu);
+            const int8_t y3 = px2_output(b_hi, &s->rq_hi, k, act_min, act_max, full_range,
+                                         relu);
+            out[2] = y2;
+            out[c + 2] = y3;
+        }
+    }
+    if (g->out_w & 1) {         /* the last pixel: its pair's second one is not stored */
+        int32_t a_lo = s->bias_lo;
+        int32_t b_lo = a_lo;
+        int32_t a_hi = s->bias_hi;
+        int32_t b_hi = a_hi;
+        px2_pair(end, w, odd, &a_lo, &b_lo, &a_hi, &b_hi);
+        out[0] = px2_output(a_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
+        if (store_hi) {
+            out[2] = px2_output(a_hi, &s->rq_hi, k, act_min, act_max, full_range, relu);
+        }
+    }
+}
+
+/* Every output row of the block of `lanes` channels at c (its passes s): each
+ * row first brings the input rows it needs into the ring. full_range, relu and
+ * lanes == 4 are constants in each instance. */
+static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *image, int32_t c,
+                                         int32_t lanes, const px2_pass_t *s, uint32_t *ring,
+                                         int8_t *out, uint32_t zp4, int full_range, int relu)
+{
+    const kiln_conv_params_t *p = g->p;
+    const size_t out_row = (size_t)g->out_w * (size_t)g->in_c;
+    /* held[k]: the input row in ring slot k (rows below -3 never are). */
+    int32_t held[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
+    int32_t iy0 = -p->padding.h;
+    for (int32_t oy = 0; oy < g->out_h; ++oy, iy0 += p->stride.h, out += out_row) {
+        /* Input row iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 rows). */
+        const int32_t slot0 = (iy0 + 3) % 3;
+        for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
+            if (held[slot] != iy0 + ky) {
+                fill_row(g, image, c, lanes, iy0 + ky, zp4, ring, slot);
+                held[slot] = iy0 + ky;
+            }
+        }
+        /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
+        const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
+        if (lanes == 4) {
+            px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 1);
+            px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, 1);
+        } else {                /* the pass's second channel only if it exists */
+            if (lanes == 3) {
+                px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 1);
+            } else {
+                px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 0);
+            }
+            if (lanes >= 2) {
+                px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, 0);
+            }
+        }
+    }
+}
+
+#define PX2_BLOCK_FN(name, full_range, relu, lanes)                             \
+    static KILN_NOINLINE void name(const px2_layer_t *g, const int8_t *image, int32_t c, \
+                                   int32_t n, const px2_pass_t *s, uint32_t *ring, \
+                                   int8_t *out, uint32_t zp4)                    \
+    {                                                                            \
+        (void)n;                /* a constant 4 but in the tail */               \
+        px2_block(g, image, c, lanes, s, ring, out, zp4, full_range, relu);      \
+    }
+PX2_BLOCK_FN(px2_block_relu, 1, 1, 4)
+PX2_BLOCK_FN(px2_block_full, 1, 0, 4)
+PX2_BLOCK_FN(px2_block_clamped, 0, 0, 4)
+/* The last C % 4 channels (n of them, 1 to 3): one clamping instance. */
+PX2_BLOCK_FN(px2_block_tail, 0, 0, n)
+#undef PX2_BLOCK_FN
+
+/* The two passes of the block of `lanes` channels at c: widened weight pairs, folded biases
+ * (bias + input_offset * sum of the taps) and requantization. */
+static void px2_setup(const int8_t *filter, const int32_t *bias,
+                      const kiln_requant_fast_t *quant, int32_t in_c, int32_t input_offset,
+                      int32_t c, int32_t lanes, px2_pass_t *s)
+{
+    memset(s, 0, 2 * sizeof *s);        /* lanes past C: zero weights, never stored */
+    for (int32_t lane = 0; lane < lanes; ++lane) {
+        /* Pass lane & 1 (c0, c2 then c1, c3); lo for c0 / c1, hi for c2 / c3. */
+        px2_pass_t *ps = &s[lane & 1];
+        const int hi = lane >> 1;
+        const int32_t ch = c + lane;
+        int32_t sum = 0;
+        for (int32_t ky = 0; ky < 3; ++ky) {
+            const int8_t *f = filter + (size_t)(3 * ky) * (size_t)in_c + (size_t)ch;
+            const int32_t w0 = f[0];
+            const int32_t w1 = f[in_c];
+            const int32_t w2 = f[2 * in_c];
+            sum += w0 + w1 + w2;
+            ps->w[ky][2 * hi] = (uint32_t)(uint16_t)w1 | (uint32_t)(uint16_t)w2 << 16;
+            ps->w[ky][2 * hi + 1] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
+        }
+        for (int32_t ky = 0; ky < 2; ++ky) {
+            ps->w[3 + ky][2 * hi] = ps->w[ky][2 * hi];
+            ps->w[3 + ky][2 * hi + 1] = ps->w[ky][2 * hi + 1];
+        }
+        const int32_t folded = bias[ch] + input_offset * sum;
+        const kiln_dw_rq_t rq = {(int32_t)((uint32_t)quant[ch].multiplier << 1),
+                                 quant[ch].right_shift};
+        if (hi) {
+            ps->bias_hi = folded;
+            ps->rq_hi = rq;
+        } else {
+            ps->bias_lo = folded;
+            ps->rq_lo = rq;
+        }
+    }
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
+                                       const kiln_dwconv_params_t *params,
+                                       const kiln_requant_fast_t *quant,
+                                       const kiln_dims_t *input_dims, const int8_t *input,
+                                       const kiln_dims_t *filter_dims, const int8_t *filter,
+                                       const int32_t *bias,
+                                       const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (ctx == NULL || ctx->buf == NULL || params == NULL ||
+        !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
+        quant == NULL || input == NULL || filter == NULL || bias == NULL || output == NULL ||
+        !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
+        !kiln_dims_valid(output_dims) ||
+        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
+        input_dims->n != output_dims->n || filter_dims->n != 1 ||
+        filter_dims->c != input_dims->c || output_dims->c != input_dims->c ||
+        filter_dims->h != 3 || filter_dims->w != 3 ||
+        params->conv.dilation.h != 1 || params->conv.dilation.w != 1 ||
+        params->conv.stride.w != 1 || ((uintptr_t)ctx->buf & 3u) != 0 ||
+        ctx->size < kiln_dwconv2d_3x3_px2_s8_get_buffer_size(output_dims)) {
+        return KILN_ERR_ARG;
+    }
+    const kiln_conv_params_t *p = &params->conv;
+    const int32_t in_c = input_dims->c;
+    const px2_layer_t g = {
+        .p = p, .in_h = input_dims->h, .in_w = input_dims->w, .in_c = in_c,
+        .out_h = output_dims->h, .out_w = output_dims->w, .cols = ring_cols(output_dims->w),
+    };
+    uint32_t *ring = (uint32_t *)ctx->buf;
+    /* The input zero point in every byte: what padding reads. */
+    const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
+    const size_t image_bytes = (size_t)g.in_h * (size_t)g.in_w * (size_t)in_c;
+    const size_t out_bytes = (size_t)g.out_h * (size_t)g.out_w * (size_t)in_c;
+    const int full_range = p->activation.min == -128 && p->activation.max == 127;
+    /* The fastest instance: no clamp but SSAT's, and act_min at the zero point. */
+    const int relu = full_range && p->output_offset == -128;
+    for (int32_t b = 0; b < input_dims->n; ++b) {
+        const int8_t *image = input + (size_t)b * image_bytes;
+        int8_t *out = output + (size_t)b * out_bytes;
+        for (int32_t c = 0; c < in_c; c += 4) {
+            const int32_t lanes = kiln_min_i32(4, in_c - c);
+            px2_pass_t s[2];
+            px2_setup(filter, bias, quant, in_c, p->input_offset, c, lanes, s);
+            int8_t *o = out + c;
+            if (lanes < 4) {
+                px2_block_tail(&g, image, c, lanes, s, ring, o, zp4);
+            } else if (relu) {
+                px2_block_relu(&g, image, c, 4, s, ring, o, zp4);
+            } else if (full_range) {
+                px2_block_full(&g, image, c, 4, s, ring, o, zp4);
+            } else {
+                px2_block_clamped(&g, image, c, 4, s, ring, o, zp4);
+            }
+        }
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,147 @@
+"""kiln_dwconv2d_3x3_px2_s8 (dwconv_3x3_px2.c: 3x3 depthwise in horizontal pixel pairs over
+a ring of padded rows) vs tflite-micro, the layer forced onto it through tuning records:
+on the host (plain C twins), under ASan/UBSan, and on QEMU mps2-an386 (the SMLAD path, slow).
+
+Cases: any channel count (1 to 13: the last C % 4 channels form a block of their own),
+odd and even widths (the last pair's second pixel is not stored), vertical strides 1-3,
+SAME and VALID, tiny maps (1x1: every tap but the centre is padding), clamps, extreme zero
+points, batches, dead channels.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln.compiler as kc
+from conftest import require_tool
+from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
+from kiln.compiler.tune import Records
+from reference import assert_equal_exact, run_reference
+from test_ops_conv import _build, dwconv_case
+from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
+from test_ops_dwconv_blocked import dead_channel_dw_case
+
+PX2 = {"variant": "3x3_px2"}
+KERNEL = "kiln_dwconv2d_3x3_px2_s8"
+
+
+def px2_cases(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, (cin, h, w, sh, padding, act, n) in enumerate([
+            (4, 1, 1, 1, "SAME", "NONE", 1), (1, 1, 2, 1, "SAME", "RELU6", 1),
+            (3, 2, 3, 1, "SAME", "NONE", 2), (5, 3, 3, 1, "VALID", "RELU", 1),
+            (8, 25, 5, 1, "SAME", "RELU6", 1), (7, 6, 6, 1, "SAME", "NONE", 1),
+            (13, 5, 8, 2, "SAME", "NONE", 1), (2, 9, 7, 3, "VALID", "RELU", 1),
+            (12, 7, 9, 2, "VALID", "NONE", 2), (6, 3, 4, 1, "VALID", "NONE", 1),
+            (16, 12, 12, 1, "SAME", "NONE", 1), (9, 4, 11, 1, "SAME", "RELU_N1_TO_1", 1)]):
+        cases.append(dwconv_case(rng, 600 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
+                                 w=w, sh=sh, sw=1, padding=padding, act=act, n=n))
+    cases += [
+        dwconv_case(rng, 620, kh=3, kw=3, dh=1, dw=1, mult=1, cin=8, h=5, w=7, sh=1, sw=1,
+                    padding="SAME", x_zp=-128, y_zp=127),
+        dwconv_case(rng, 621, kh=3, kw=3, dh=1, dw=1, mult=1, cin=5, h=5, w=5, sh=1, sw=1,
+                    padding="SAME", x_zp=127, y_zp=-128, bias=False),
+        dead_channel_dw_case(np.random.default_rng(622)),
+    ]
+    # Output zero point -128 with RELU or no clamp: the instance without TFLite's rounding
+    # correction of negative values (px2_output), odd and even widths, a tail block.
+    for i, (cin, h, w, act) in enumerate([(8, 6, 13, "RELU"), (12, 5, 12, "NONE"),
+                                          (6, 4, 7, "RELU"), (4, 3, 2, "NONE")]):
+        cases.append(dwconv_case(rng, 630 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
+                                 w=w, sh=1, sw=1, padding="SAME", act=act, y_zp=-128,
+                                 x_zp=int(rng.integers(-128, 128))))
+    return cases
+
+
+def _eligible(cases: list) -> list:
+    """The cases whose layer can take the kernel (the random scales of a few need the
+    slow requantization, which no blocked kernel takes)."""
+    layers = layer_candidates(_build(cases))
+    keep = [c for step, c in enumerate(cases) if PX2 in layers[step][1]]
+    assert len(keep) >= len(cases) - 3, len(keep)
+    return keep
+
+
+def _compile(cases: list, **kw) -> tuple[kc.Artifact, list, list]:
+    model = _build(cases)
+    records = Records(entries=[
+        {"workload": key, "board": BOARD, "knobs": PX2, "status": "ok",
+         "cycles": {"median": 1, "min": 1, "max": 1}}
+        for key, _ in layer_candidates(model).values()])
+    art = kc.compile(kc.load(model), board=BOARD, tuning_records=records, **kw)
+    assert set(_kernels(art)) == {KERNEL}, _kernels(art)
+    xs = _inputs(cases, np.random.default_rng(40))
+    return art, xs, run_reference(_reference_model(cases), xs)
+
+
+def test_px2_is_a_candidate_with_its_scratch():
+    kws = LayerShape(input=(1, 25, 5, 64), filter=(1, 3, 3, 64), output=(1, 25, 5, 64),
+                     padding=(1, 1))
+    odd = LayerShape(input=(1, 6, 6, 107), filter=(1, 3, 3, 107), output=(1, 6, 6, 107),
+                     padding=(1, 1))
+    s2 = LayerShape(input=(1, 12, 12, 32), filter=(1, 3, 3, 32), output=(1, 6, 6, 32),
+                    stride=(2, 2))
+    assert PX2 in candidates("DEPTHWISE_CONV_2D", kws, DSP)
+    assert PX2 in candidates("DEPTHWISE_CONV_2D", odd, DSP)
+    assert PX2 not in candidates("DEPTHWISE_CONV_2D", s2, DSP)     # horizontal stride 2
+    # The default where rows are 12 pixels or more, or C % 4 != 0 (no other 3x3 kernel).
+    wide = LayerShape(input=(1, 12, 12, 64), filter=(1, 3, 3, 64), output=(1, 12, 12, 64),
+                      padding=(1, 1))
+    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == PX2
+    assert candidates("DEPTHWISE_CONV_2D", odd, DSP)[0] == PX2
+    assert candidates("DEPTHWISE_CONV_2D", kws, DSP)[0] == {"variant": "3x3", "ch_block": 4}
+    # A ring of three rows of (5 rounded up to even + 2) words.
+    assert dwconv2d_variant(kws, DSP, PX2).scratch == 12 * 8
+    assert dwconv2d_variant(odd, DSP, PX2).scratch == 12 * 8
+
+
+def test_px2_on_host():
+    cases = _eligible(px2_cases(601))
+    art, xs, want = _compile(cases, optimize="speed")
+    for c, g, w in zip(cases, art.run(*xs), want):
+        assert_equal_exact(g, w, c.label)
+
+
+@pytest.mark.slow
+def test_px2_clean_under_sanitizers(tmp_path: Path):
+    """Built with -fsanitize=address,undefined: no read outside the input, the filter, the
+    quantization tables or the scratch, whatever C % 4 and the padding."""
+    require_tool("cc")
+    from kiln.compiler.host_build import build_executable
+    from test_ops_conv import _sanitizer_main
+    cases = _eligible(px2_cases(611))
+    art, xs, want = _compile(cases, optimize="speed")
+    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
+                           tmp_path / "build", sanitize=True)
+    args = [str(exe)]
+    for j, x in enumerate(xs):
+        (tmp_path / f"in{j}.bin").write_bytes(x.tobytes())
+        args.append(str(tmp_path / f"in{j}.bin"))
+    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    for j, (c, w) in enumerate(zip(cases, want)):
+        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
+        assert_equal_exact(got, w.reshape(-1), f"{c.label} under sanitizers")
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_px2_on_qemu(tmp_path: Path):
+    """The SMLAD / PKH / SMMLAR path: one firmware of every case on mps2-an386."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+    cases = _eligible(px2_cases(621))
+    art, xs, want = _compile(cases)
+    project = create_project(art, board=BOARD, out_dir=tmp_path / "fw")
+    result = project.run(xs, timeout=120)
+    for c, g, w in zip(cases, result.outputs, want):
+        assert_equal_exact(g, w, f"{c.label} on QEMU")
