@@ -384,15 +384,15 @@ def one_line(e) -> str:
 
 
 def test_unsupported_ops_named_all_at_once():
-    nodes = [helper.make_node("LSTM", ["x"], ["a"], hidden_size=4),
+    nodes = [helper.make_node("RNN", ["x"], ["a"], hidden_size=4),
              helper.make_node("Erf", ["a"], ["b"]), helper.make_node("Erf", ["b"], ["c"]),
              helper.make_node("Relu", ["c"], ["y"])]
-    # Structurally broken too (LSTM lacks its weights): the ops are named first.
+    # Structurally broken too (RNN lacks its weights): the ops are named first.
     data = model_bytes(nodes, [("x", (1, 2, 3))], [("y", (1, 2, 3))])
     with pytest.raises(ModelError) as e:
         load(data)
     msg = one_line(e)
-    assert "opset 13" in msg and "LSTM (node 0 [hidden_size])" in msg and "Erf (nodes 1; 2)" in msg
+    assert "opset 13" in msg and "RNN (node 0 [hidden_size])" in msg and "Erf (nodes 1; 2)" in msg
 
 
 def test_truncated_and_garbage_files(tmp_path):

@@ -51,6 +51,7 @@ _CONVERTED = {
     "Transpose", "Concat", "Pad", "Softmax", "LogSoftmax", "BatchNormalization", "Identity",
     "ConvTranspose", "PRelu", "Slice", "Split", "Gather", "Resize",
 }
+_CONVERTED |= {"LSTM", "GRU"}     # onnx_recurrent.py
 _FOLDED = {"Constant", "Shape", "Cast", "ConstantOfShape"}
 # Converted ops that are folded too when every input is constant.
 _FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity", "Squeeze",
@@ -284,6 +285,9 @@ def _to_array(t) -> np.ndarray:
 
 
 class _Converter:
+    # LSTM and GRU live in their own module; these are methods like the _op_* below.
+    from .onnx_recurrent import op_gru as _op_GRU, op_lstm as _op_LSTM
+
     def __init__(self, model, name: str, opset: int, layout: str = "nchw"):
         self.model, self.name, self.opset = model, name, opset
         self.layout = layout                      # of the model's inputs and outputs
