@@ -76,6 +76,9 @@ def collect(model: FloatModel, inputs: list[np.ndarray], *, histograms: bool,
             s._sums[k] = s._sums.get(k, 0) + rows.sum(axis=0, dtype=np.float64)
             s._rows[k] = s._rows.get(k, 0) + rows.shape[0]
 
+    # Each pass runs the samples in order from the zero state: a stateful layer (SVDF)
+    # carries its state from one sample to the next, as TF's converter calibrates.
+    model.reset()
     with np.errstate(over="ignore", invalid="ignore"):    # first_pass names an overflow
         for xs in iter_batches(inputs, batch):
             model.run(xs, observe=first_pass)
@@ -94,6 +97,7 @@ def collect(model: FloatModel, inputs: list[np.ndarray], *, histograms: bool,
             idx = ((value.reshape(-1) - s.min) * (HIST_BINS / width)).astype(np.int64)
             s.hist += np.bincount(np.clip(idx, 0, HIST_BINS - 1), minlength=HIST_BINS)
 
+        model.reset()
         for xs in iter_batches(inputs, batch):
             model.run(xs, observe=second_pass)
     return Calibration(stats=stats, samples=int(inputs[0].shape[0]),

@@ -35,6 +35,7 @@ from ..passes import fold_constants
 from .calibrate import Calibration, asymmetric_params, choose_range
 from .float_eval import OPS, const_value
 from .lstm import LSTM, quantize_lstm
+from .svdf import SVDF, quantize_svdf
 from . import int16
 
 INT32_MAX = (1 << 31) - 1
@@ -415,6 +416,8 @@ class Rewriter:
         for op in g.ops:
             if op.type == LSTM:
                 quantize_lstm(self, op, params)
+            elif op.type == SVDF:
+                quantize_svdf(self, op, params)
 
         ops: list[Op] = []
         for k, op in enumerate(g.ops):

@@ -10,8 +10,8 @@ to double), then QuantizeMultiplier.
 As TFLite's integer kernels, the fused activation is not applied: the converter
 quantizes a RELU SVDF's output to a range that starts at 0, and tflite-micro clamps to
 int8 only (TFLite itself requires RELU there and does the same). Float SVDF models go
-through `kiln quantize` (not supported yet: their state makes calibration samples a
-sequence); hybrid ones (float input, int8 weights) tflite-micro does not run either.
+through `kiln quantize` (compiler/quantize/svdf.py: the state carried across the
+calibration samples); hybrid ones (float input, int8 weights) tflite-micro does not run.
 """
 
 from __future__ import annotations
