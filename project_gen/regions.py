@@ -262,15 +262,16 @@ def linker_sections(placement: dict, board: Board) -> list[dict]:
 
 
 def inputs_region(placement: dict, board: Board, inputs_bytes: int) -> str:
-    """The region of standalone firmware's baked sample inputs (read once a run: the
-    least used bytes): `flash` when it has room after the placement, else the loaded
-    region with the most room left."""
+    """The region of standalone firmware's baked sample inputs, placed after the model's
+    buffers (they are copied in once a run): `flash` when it has room left, else the
+    fastest loaded region with room, else (it overflows) the one with the most room."""
     rooms = {r["name"]: r["size"] - r["reserved"] - r["placed"] for r in placement["regions"]
              if r["loaded"]}
-    need = _padded(inputs_bytes)
+    need = _padded(inputs_bytes) + ALIGN
     if rooms.get(board.flash.name, 0) >= need:
         return board.flash.name
-    return max(rooms, key=lambda name: (rooms[name], name == board.flash.name))
+    roomy = [r.name for r in _order(board) if r.name in rooms and rooms[r.name] >= need]
+    return roomy[0] if roomy else max(rooms, key=lambda name: rooms[name])
 
 
 _LD_NAME = re.compile(r"\.?[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")

@@ -71,10 +71,17 @@ class SizeReport:
         def use(r: RegionUse) -> str:
             limit = f" / {r.size:>10,} B ({r.percent()})" if r.size else " B"
             return f"{r.region:<6}{r.used:>10,}{limit}"
-        if self.regions:
-            return [f"{use(r)}   " + ", ".join(f"{k} {n:,}" for k, n in
-                                               self.contents.get(r.region, {}).items() if n)
-                    for r in self.regions]
+        if self.regions:            # a column per figure, as wide as the largest
+            name_w = max(6, *(len(r.region) + 1 for r in self.regions))
+            used_w = max(len(f"{r.used:,}") for r in self.regions)
+            size_w = max(len(f"{r.size:,}") for r in self.regions)
+            out = []
+            for r in self.regions:
+                held = ", ".join(f"{k} {n:,}" for k, n in
+                                 self.contents.get(r.region, {}).items() if n)
+                out.append(f"{r.region:<{name_w}}{r.used:>{used_w},} / {r.size:>{size_w},} B "
+                           f"({r.percent():>5})   {held or 'empty'}")
+            return out
         return [
             f"{use(self.flash)}   code {self.code:,}, weights {self.weights:,}"
             + (f", sample inputs {self.inputs:,}" if self.inputs else ""),
@@ -298,9 +305,9 @@ class FitVerdict:
                                                 for r, n in self.overflows.items())
         at_most = "" if self.linked else "at most "
         how = "linked" if self.linked else "estimated, code bounded"
-        if self.regions:
+        if self.regions:        # the regions that hold something
             return ("fits: " + ", ".join(f"{r.region} {at_most}{r.used:,} of {r.size:,}"
-                                         for r in self.regions) + f" ({how})")
+                                         for r in self.regions if r.used) + f" ({how})")
         return (f"fits: flash {at_most}{self.flash.used:,} of {self.flash.size:,}, "
                 f"RAM {at_most}{self.ram.used:,} of {self.ram.size:,} ({how})")
 
@@ -334,7 +341,7 @@ def _estimate_regions(report: dict, placement: dict, board: Board, mode: str,
     where_inputs = inputs_region(placement, board, inputs_bytes) if inputs_bytes else None
     uses = []
     for r in placement["regions"]:
-        used = r["placed"] + 2 * SECTION_ALIGN
+        used = r["placed"] + (2 * SECTION_ALIGN if r["placed"] else 0)
         if r["name"] == board.flash.name:
             used += code_bound(report, mode) + SECTION_ALIGN
         if r["name"] == board.ram.name:
