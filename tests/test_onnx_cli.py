@@ -123,6 +123,16 @@ def test_project_create_with_pin(dynamic, calib, tmp_path, capsys):
     assert (tmp_path / "p" / "kiln.json").is_file()
 
 
+@pytest.mark.slow
+def test_validate_with_pin(dynamic, calib, tmp_path, capsys):
+    """kiln validate quantizes the pinned model, builds its host-driven project (~10 s)
+    and compares: the target matches the host build."""
+    code, out, _ = run_kiln(capsys, "validate", dynamic, "--input-shape", "x=1,3,6,5",
+                            "--calibration", calib, "--samples", "2")
+    assert code == 0, out
+    assert "[1, 4, 6, 5]" in out and "matches the host reference on every sample" in out
+
+
 @pytest.mark.parametrize("command", sorted(MODEL_COMMANDS))
 def test_every_model_command_takes_the_options(command):
     """argparse of each command accepts --input-shape (repeatable) and --layout."""
