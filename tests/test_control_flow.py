@@ -191,3 +191,65 @@ def test_keras_rnn_float_unrolled_matches_tflm_while(name):
     for i in range(len(x)):
         want = run_reference(data, x[i:i + 1])[0]
         np.testing.assert_allclose(got[i].reshape(want.shape), want, atol=1e-5)
+
+
+def test_nested_loops_that_fold_away_still_stop(monkeypatch):
+    """A hostile model: a 4,000-trip loop whose body runs a 4,000-trip loop of counter
+    arithmetic only (all folded: no op is ever added). The work budget refuses it
+    instead of evaluating 16 million steps (lowered here to keep the test fast: the
+    default 200,000 takes about 6 s)."""
+    monkeypatch.setattr(control_flow, "MAX_WORK", 20_000)
+    i32 = lambda name: TensorSpec((), "int32", name=name)  # noqa: E731
+    x = TensorSpec((1, 4), scale=0.1, zero_point=0, name="x")
+    main = Subgraph([x, const(0, shape=()), i32("i_out"), TensorSpec((1, 4), scale=0.1,
+                                                                     zero_point=0, name="y")],
+                    [OpSpec("WHILE", [1], [2], {"cond_subgraph_index": 1,
+                                                "body_subgraph_index": 2}),
+                     OpSpec("RELU", [0], [3])], inputs=[0], outputs=[3])
+
+    def cond(limit):
+        return Subgraph([i32("i"), const(limit, shape=()), TensorSpec((), "bool", name="c")],
+                        [OpSpec("LESS", [0, 1], [2])], inputs=[0], outputs=[2])
+
+    outer = Subgraph([i32("i"), const(1, shape=()), i32("i1"), const(0, shape=()), i32("j")],
+                     [OpSpec("ADD", [0, 1], [2]),
+                      OpSpec("WHILE", [3], [4], {"cond_subgraph_index": 3,
+                                                 "body_subgraph_index": 4})],
+                     inputs=[0], outputs=[2])
+    inner = Subgraph([i32("j"), const(1, shape=()), i32("j1")], [OpSpec("ADD", [0, 1], [2])],
+                     inputs=[0], outputs=[2])
+    model = build_subgraphs([main, cond(4000), outer, cond(4000), inner])
+    with pytest.raises(ModelError, match=r"visits more than 20,000 ops"):
+        load(model)
+
+
+def test_nested_loop_unrolls_and_matches_tflm():
+    """A WHILE inside a WHILE body (2 outer × 3 inner trips of an int8 ADD) = TFLM."""
+    i32 = lambda name: TensorSpec((), "int32", name=name)  # noqa: E731
+    act = lambda name: TensorSpec((1, 4), scale=0.1, zero_point=-3, name=name)  # noqa: E731
+    main = Subgraph([act("x"), const(0, shape=()), i32("i_out"), act("y")],
+                    [OpSpec("WHILE", [1, 0], [2, 3], {"cond_subgraph_index": 1,
+                                                      "body_subgraph_index": 2})],
+                    inputs=[0], outputs=[3])
+
+    def cond(limit):
+        return Subgraph([i32("i"), act("v"), const(limit, shape=()),
+                         TensorSpec((), "bool", name="c")],
+                        [OpSpec("LESS", [0, 2], [3])], inputs=[0, 1], outputs=[3])
+
+    outer = Subgraph([i32("i"), act("v"), const(1, shape=()), i32("i1"), const(0, shape=()),
+                      i32("j"), act("w")],
+                     [OpSpec("ADD", [0, 2], [3]),
+                      OpSpec("WHILE", [4, 1], [5, 6], {"cond_subgraph_index": 3,
+                                                       "body_subgraph_index": 4})],
+                     inputs=[0, 1], outputs=[3, 6])
+    inner = Subgraph([i32("j"), act("v"), const(1, shape=()), i32("j1"),
+                      TensorSpec((1, 4), scale=0.1, zero_point=-3, name="v2",
+                                 data=np.array([[1, -2, 3, 0]], np.int8)), act("w")],
+                     [OpSpec("ADD", [0, 2], [3]), OpSpec("ADD", [1, 4], [5])],
+                     inputs=[0, 1], outputs=[3, 5])
+    model = build_subgraphs([main, cond(2), outer, cond(3), inner])
+    g = load(model)
+    assert [op.type for op in g.ops] == ["ADD"] * 6
+    x = rand_int8((1, 4), np.random.default_rng(9))
+    assert_equal_exact(kiln_compile(g, board="host").run(x)[0], run_reference(model, x)[0])

@@ -35,6 +35,10 @@ def test_generator_is_deterministic_and_covers_every_op():
     # subgraph: compiler/frontend/resources.py), which a one-subgraph model cannot hold;
     # tests/test_state.py builds them and the frontend checks them.
     seen |= {"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE"}
+    # Control flow runs subgraphs, which a one-subgraph model cannot hold either: the
+    # frontend unrolls WHILE and inlines IF (compiler/frontend/control_flow.py), and
+    # tests/test_control_flow.py builds them, hostile ones included.
+    seen |= {"WHILE", "IF"}
     # Shape arithmetic folded at compile time, never lowered (tests/test_fold_shapes.py
     # feeds it hostile values).
     seen |= {row for row in listed if row in ("FILL", "ZEROS_LIKE", "RANK", "RANGE",

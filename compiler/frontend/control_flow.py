@@ -37,6 +37,8 @@ from ..ir import DTYPES, Graph, Op, Tensor
 CONTROL_OPS = ("WHILE", "IF")
 MAX_TRIPS = 4096              # iterations of one WHILE
 MAX_UNROLLED_OPS = 20_000     # ops all loops of a model may add
+MAX_WORK = 200_000            # subgraph ops visited (folded or not): nested loops that
+                              # fold everything add no op, yet must not run for ever
 _MAX_DEPTH = 8                # nested WHILE/IF
 
 Subgraph = tuple[list[Tensor], list[Op], list[int], list[int]]
@@ -111,6 +113,7 @@ class _Unroller:
         self._shared: dict[tuple[int, int], int] = {}   # (subgraph, tensor) → main tensor
         self.ops: list[Op] = []
         self.added = 0
+        self.work = 0
 
     # --- tensors --------------------------------------------------------------------
     def subgraph(self, k: int, op: Op) -> Subgraph:
@@ -167,6 +170,11 @@ class _Unroller:
                              "before it is written")
 
         for op in ops:
+            self.work += 1
+            if self.work > MAX_WORK:
+                raise ModelError(f"{call.describe()}: unrolling its control flow visits more "
+                                 f"than {MAX_WORK:,} ops (loops nested too deep or too long "
+                                 "to unroll)")
             ids = [lookup(t) for t in op.inputs]
             if op.type in CONTROL_OPS:
                 sub = copy.copy(op)
