@@ -218,11 +218,11 @@ ALONE = ("conv", "split")
 
 
 def qdq_with_prelu(data: bytes, per_channel: bool, activations: str, tmp_path) -> bytes:
-    """test_onnx_qdq.qdq_model with PRelu among the op types: onnxruntime's QDQ registry
-    has no PRelu, so quantize_static leaves it float unless asked (then it quantizes its
-    input, slope and output as for any op)."""
+    """test_onnx_qdq.qdq_model (without the pre-processing) with PRelu among the op types:
+    onnxruntime's registries have no PRelu, so quantize_static leaves it float unless
+    asked (then it quantizes its input, slope and output as for any op)."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-    from onnxruntime.quantization.registry import QDQRegistry
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
     from test_onnx_qdq import RNG, _Samples
 
     g = load(data)
@@ -231,7 +231,8 @@ def qdq_with_prelu(data: bytes, per_channel: bool, activations: str, tmp_path) -
     calib = RNG.uniform(-2, 2, size=(32, *g.tensor(g.inputs[0]).shape[1:])).astype(np.float32)
     quantize_static(str(src), str(dst), _Samples("x", calib), quant_format=QuantFormat.QDQ,
                     per_channel=per_channel, activation_type=getattr(QuantType, activations),
-                    weight_type=QuantType.QInt8, op_types_to_quantize=[*QDQRegistry, "PRelu"])
+                    weight_type=QuantType.QInt8, op_types_to_quantize=sorted({*QLinearOpsRegistry, *QDQRegistry,
+                                                          "PRelu"}))
     return dst.read_bytes()
 
 
@@ -299,3 +300,149 @@ def test_refused_in_one_line(build, match):
     with pytest.raises(ModelError) as e:
         load(data)
     assert match in one_line(e)
+
+
+# --------------------------------------------------------------------------- a U-Net
+
+def unet() -> bytes:
+    """A small U-Net-like segmenter (4 classes per pixel of a 16x16 image): two encoder
+    stages (Conv-Relu, MaxPool), a grouped-Conv bottleneck with PRelu, a ConvTranspose
+    upsampling joined (Concat) with a Slice of the skip connection, a bilinear Resize
+    joined with the first stage, a Split whose halves are added, a 1x1 Conv head."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["e1c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e1c"], ["e1"]),
+        helper.make_node("MaxPool", ["e1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["e2c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["e2c"], ["e2"]),
+        helper.make_node("MaxPool", ["e2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["bc"], group=4, pads=[1, 1, 1, 1]),
+        helper.make_node("PRelu", ["bc", "slope"], ["b"]),
+        helper.make_node("ConvTranspose", ["b", "wt", "bt"], ["u1"], strides=[2, 2]),
+        helper.make_node("Slice", ["e2", "s_st", "s_en", "s_ax"], ["skip"]),
+        helper.make_node("Concat", ["u1", "skip"], ["c1"], axis=1),
+        helper.make_node("Conv", ["c1", "w4", "b4"], ["d1c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["d1c"], ["d1"]),
+        helper.make_node("Resize", ["d1", "roi", "scales"], ["u2"], mode="linear",
+                         coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Concat", ["u2", "e1"], ["c2"], axis=1),
+        helper.make_node("Split", ["c2", "halves"], ["h0", "h1"], axis=1),
+        helper.make_node("Add", ["h0", "h1"], ["s"]),
+        helper.make_node("Conv", ["s", "w5", "b5"], ["y"]),
+    ]
+    inits = [("w1", f32(8, 3, 3, 3, scale=0.4)), ("b1", f32(8, scale=0.1)),
+             ("w2", f32(16, 8, 3, 3, scale=0.2)), ("b2", f32(16, scale=0.1)),
+             ("w3", f32(16, 4, 3, 3, scale=0.25)), ("b3", f32(16, scale=0.1)),
+             ("slope", np.abs(f32(16, 1, 1)) * 0.2),
+             ("wt", f32(16, 8, 2, 2, scale=0.3)), ("bt", f32(8, scale=0.1)),
+             ("s_st", np.array([4], np.int64)), ("s_en", np.array([12], np.int64)),
+             ("s_ax", np.array([1], np.int64)),
+             ("w4", f32(8, 16, 3, 3, scale=0.2)), ("b4", f32(8, scale=0.1)),
+             ("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 2, 2], np.float32)),
+             ("halves", np.array([8, 8], np.int64)),
+             ("w5", f32(4, 8, 1, 1, scale=0.4)), ("b5", f32(4, scale=0.1))]
+    return model(nodes, (1, 3, 16, 16), inits)
+
+
+def test_unet_float():
+    data = unet()
+    g, s = check(data, (3, 16, 16), sqnr_bound=test_onnx.SQNR_CNN_DB, n_test=4, tflm=True)
+    kinds = [op.type for op in g.ops]
+    for op_type in ("TRANSPOSE_CONV", "RESIZE_BILINEAR", "PRELU", "STRIDED_SLICE", "SPLIT",
+                    "CONCATENATION"):
+        assert op_type in kinds, (op_type, kinds)
+    assert kinds.count("TRANSPOSE") == 2, kinds      # the NCHW input and output only
+    print(f"U-Net float: SQNR vs onnxruntime {s:.1f} dB")
+
+
+def test_unet_same_as_the_network_as_a_float_tflite():
+    """The imported U-Net written as a float .tflite runs in TFLite's float reference
+    kernels as onnxruntime runs the ONNX model, and kiln quantizes the two to the same int8
+    model: float .tflite models with these ops quantize as the ONNX ones do."""
+    from reference import run_tflite_ref
+
+    from kiln.compiler import quantize
+    from kiln.compiler.frontend.tflite_writer import write
+
+    data = unet()
+    g = load(data)
+    x = test_onnx.RNG.uniform(-2, 2, size=(1, 3, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(run_tflite_ref(write(g), [x])[0], test_onnx.ort_run(data, x),
+                               rtol=1e-4, atol=1e-4)
+    calib = test_onnx.RNG.uniform(-2, 2, size=(16, 1, 3, 16, 16)).astype(np.float32)
+
+    def int8_model(q):
+        return [(op.type, [(q.tensor(i).quant.scale.tobytes() if q.tensor(i).quant else None,
+                            q.tensor(i).data.tobytes() if q.tensor(i).data is not None else None)
+                           for i in op.inputs + op.outputs if i >= 0]) for op in q.ops]
+
+    assert int8_model(quantize(g, calib)) == int8_model(quantize(load(write(g)), calib))
+
+
+# kiln vs onnxruntime on the QDQ U-Net (measured: 91-92% of the outputs within 1 LSB, at
+# most 4 apart, 98.4-98.7% of the pixels the same class on random inputs). Each of its ~10 int8 layers rounds
+# differently in onnxruntime (float requantization, ties to even, its own int8 Resize) and
+# in TFLite (fixed-point, which kiln matches bit for bit): up to the Resize the outputs are
+# within 1 LSB on 98.7-100% (2 LSB at most), and the last Concat requantizes the Resize's
+# output to a 1.7x finer scale, which turns those 2 LSB into 3-4.
+UNET_WITHIN_1_LSB = 0.88
+UNET_SAME_CLASS = 0.97
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
+def test_unet_qdq(mode, tmp_path):
+    import test_onnx_qdq
+    from reference import run_reference
+
+    from kiln.compiler import compile
+    from kiln.compiler.frontend.tflite_writer import write
+
+    qdq = qdq_with_prelu(unet(), *mode, tmp_path)
+    g = load(qdq)
+    art = compile(g, board="host")
+    (s_in, z_in), (s_out, z_out) = (g.tensor(g.inputs[0]).quant.single(),
+                                    g.tensor(g.outputs[0]).quant.single())
+    sess = ort.InferenceSession(qdq, providers=["CPUExecutionProvider"])
+    exported = write(g)
+    diffs, same = [], []
+    for _ in range(4):
+        qx = test_onnx_qdq.RNG.integers(-128, 128, size=(1, 3, 16, 16)).astype(np.int8)
+        y = art.run(qx)[0].reshape(1, 4, 16, 16)
+        np.testing.assert_array_equal(y, run_reference(exported, [qx])[0].reshape(y.shape))
+        want = sess.run(None, {"x": (qx.astype(np.float32) - z_in) * np.float32(s_in)})[0]
+        want = np.clip(np.round(want / np.float32(s_out)) + z_out, -128, 127)
+        diffs.append(np.abs(y.astype(np.int64) - want.astype(np.int64)).reshape(-1))
+        same.append(np.argmax(y, axis=1) == np.argmax(want, axis=1))
+    d = np.concatenate(diffs)
+    within, worst, classes = float(np.mean(d <= 1)), int(d.max()), float(np.mean(same))
+    print(f"U-Net QDQ {mode}: {within:.1%} within 1 LSB, worst {worst}, {classes:.1%} same class")
+    assert within >= UNET_WITHIN_1_LSB and worst <= 4 and classes >= UNET_SAME_CLASS, \
+        (within, worst, classes)
+
+
+@pytest.mark.slow
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_unet_on_qemu(tmp_path):
+    """The QDQ U-Net's firmware on QEMU mps2-an386: outputs identical to the host build and
+    to tflite-micro running kiln's export."""
+    from conftest import require_tool
+    from reference import run_reference
+
+    from kiln.compiler import compile
+    from kiln.compiler.frontend.tflite_writer import write
+    from kiln.project_gen import create_project
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    path = tmp_path / "unet_qdq.onnx"
+    path.write_bytes(qdq_with_prelu(unet(), True, "QInt8", tmp_path))
+    g = load(path)
+    rng = np.random.default_rng(43)
+    xs = rng.integers(-128, 128, size=(2, *g.tensor(g.inputs[0]).shape[1:])).astype(np.int8)
+    r = create_project(path, board="mps2-an386", out_dir=tmp_path / "fw", inputs=[xs]).run()
+    art = compile(g, board="host")
+    exported = write(g)
+    for x, y in zip(xs, r.outputs[0]):
+        np.testing.assert_array_equal(y, art.run(x[None])[0].reshape(y.shape))
+        np.testing.assert_array_equal(y, run_reference(exported, [x[None]])[0].reshape(y.shape))
