@@ -180,9 +180,8 @@ class _Unroller:
                 sub = copy.copy(op)
                 sub.inputs = ids
                 results = self.lower(sub, depth + 1, emit, tag)
-                if len(results) != len(op.outputs):
-                    raise ModelError(f"{op.describe()} in subgraph {k} writes "
-                                     f"{len(op.outputs)} outputs for {len(results)} values")
+                _check_results(op, [tensors[o] for o in op.outputs],
+                               [self.g.tensor(r) for r in results])
                 env.update(zip(op.outputs, results))
                 continue
             ins = [self.g.tensor(t) if t >= 0 else None for t in ids]
@@ -266,6 +265,18 @@ class _Unroller:
         raise AssertionError("unreachable")
 
 
+def _check_results(op: Op, outputs: list[Tensor], results: list[Tensor]) -> None:
+    """The values a WHILE/IF computes fit the outputs it declares."""
+    if len(results) != len(outputs):
+        raise ModelError(f"{op.describe()} writes {len(outputs)} outputs for "
+                         f"{len(results)} values")
+    for a, b in zip(outputs, results):
+        if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+            raise ModelError(f"{op.describe()}: output {a.name} is {a.dtype} "
+                             f"{list(a.shape)}, its subgraph computes {b.dtype} "
+                             f"{list(b.shape)}")
+
+
 def lower_control_flow(graph: Graph, read_subgraph: Callable[[int], Subgraph],
                        n_subgraphs: int) -> Graph:
     """`graph` (subgraph 0) with every WHILE and IF replaced by the ops it runs (module
@@ -280,15 +291,9 @@ def lower_control_flow(graph: Graph, read_subgraph: Callable[[int], Subgraph],
             u.ops.append(op)
             continue
         results = u.lower(op)
-        if len(results) != len(op.outputs):
-            raise ModelError(f"{op.describe()} writes {len(op.outputs)} outputs for "
-                             f"{len(results)} values")
-        for out, res in zip(op.outputs, results):
-            a, b = graph.tensor(out), graph.tensor(res)
-            if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
-                raise ModelError(f"{op.describe()}: output {a.name} is {a.dtype} "
-                                 f"{list(a.shape)}, its loop computes {b.dtype} {list(b.shape)}")
-            rename[out] = res
+        _check_results(op, [graph.tensor(o) for o in op.outputs],
+                       [graph.tensor(r) for r in results])
+        rename.update(zip(op.outputs, results))
     graph.ops = u.ops
     outputs = [rename.get(t, t) for t in graph.outputs]
     for tid in outputs:
