@@ -53,6 +53,10 @@ _BINARY = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply,
 _UNARY = {"LOGICAL_NOT": np.logical_not, "CAST": None, "RESHAPE": None, "SQUEEZE": None,
           "EXPAND_DIMS": None, "IDENTITY": None}
 _FOLD_DTYPES = ("int32", "int64", "bool")
+# Folded here: counters and conditions, a few values each. Larger integer arithmetic stays
+# an op (passes/fold_constants.py may fold it, within its own bound): a hostile loop
+# cannot make each of its thousands of steps allocate a large array.
+_MAX_FOLD_ELEMENTS = 1 << 12
 
 
 def step_copies(graph: Graph) -> dict[tuple[str, str], list[int]]:
@@ -83,6 +87,8 @@ def _fold(op: Op, inputs: list[Tensor], out: Tensor) -> np.ndarray | None:
     """The constant value of `op`'s one output, or None where it is not folded here."""
     if len(op.outputs) != 1 or out.dtype not in _FOLD_DTYPES or any(
             t is None or not t.is_const or t.dtype not in _FOLD_DTYPES for t in inputs):
+        return None
+    if max([out.size] + [t.size for t in inputs]) > _MAX_FOLD_ELEMENTS:
         return None
     if op.options.get("fused_activation_function", "NONE") not in ("NONE", None):
         return None
