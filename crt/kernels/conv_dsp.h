@@ -78,6 +78,12 @@ static inline uint32_t kiln_sxtb16_ror8(uint32_t x)
     return r;
 }
 
+/* Lane by lane int16 sums (SADD16; the callers' sums never wrap). */
+static inline uint32_t kiln_sadd16(uint32_t a, uint32_t b)
+{
+    return (uint32_t)__sadd16((int16x2_t)a, (int16x2_t)b);
+}
+
 /* kiln_smlad where the sum may leave int32 and wraps (modulo 2^32, as SMLAD
  * does): the int8 channel-pair kernels' "raw" accumulators (conv.h). */
 static inline int32_t kiln_smlad_wrap(uint32_t a, uint32_t b, int32_t acc)
@@ -123,6 +129,11 @@ static inline int32_t kiln_smlatt(uint32_t a, uint32_t b, int32_t acc)
 static inline uint32_t kiln_pack16(int32_t lo, int32_t hi)
 {
     return (uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16);
+}
+
+static inline uint32_t kiln_sadd16(uint32_t a, uint32_t b)
+{
+    return kiln_pack16(kiln_lane0(a) + kiln_lane0(b), kiln_lane1(a) + kiln_lane1(b));
 }
 
 static inline uint32_t kiln_sxtb16(uint32_t x)

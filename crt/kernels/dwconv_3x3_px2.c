@@ -98,7 +98,7 @@ static inline uint32_t pack_hi(uint32_t a, uint32_t b)
  * channels' folded biases and requantization. */
 typedef struct {
     uint32_t w[5][4];
-    int32_t bias_lo, bias_hi;
+    int32_t bias[4];            /* lo, lo, hi, hi: a pair's four accumulators */
     kiln_dw_rq_t rq_lo, rq_hi;
 } px2_pass_t;
 
@@ -139,10 +139,14 @@ static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *imag
             x += step;
             ++i;
         }
-        for (uint32_t *q = d + (i >> 1) * 6; i + 1 < hi; i += 2, q += 6, x += 2 * step) {
-            q[0] = kiln_load_s8x4(x);
-            q[1] = kiln_load_s8x4(x + step);
+        uint32_t *q = d + (i >> 1) * 6;
+        for (int32_t n = (hi - i) >> 1; n > 0; --n, q += 6, x += 2 * step) {
+            const uint32_t v0 = kiln_load_s8x4(x);
+            const uint32_t v1 = kiln_load_s8x4(x + step);
+            q[0] = v0;
+            q[1] = v1;
         }
+        i += (hi - i) & ~1;
     }
     for (; i < hi; ++i, x += step) {        /* the last C % 4 channels: the others read 0 */
         uint32_t v = 0;
@@ -263,6 +267,29 @@ static KILN_ALWAYS_INLINE int8_t px2_output(int32_t acc, const kiln_dw_rq_t *q, 
     return (int8_t)v;
 }
 
+/* The last pixel of an odd row, its pair's second one not stored: one clamping
+ * instance for all (flags at run time), it is one pair of a row. */
+static KILN_NOINLINE void px2_last(const px2_layer_t *g, const px2_pass_t *s,
+                                   const uint32_t *w, const uint32_t *r, int8_t *out, int odd,
+                                   int store_hi)
+{
+    const kiln_conv_params_t *p = g->p;
+    const int32_t k = 1 + 2 * p->output_offset;
+    int32_t a_lo = s->bias[0];
+    int32_t b_lo = s->bias[1];
+    int32_t a_hi = s->bias[2];
+    int32_t b_hi = s->bias[3];
+    if (odd) {
+        px2_pair(r, w, 1, &a_lo, &b_lo, &a_hi, &b_hi);
+    } else {
+        px2_pair(r, w, 0, &a_lo, &b_lo, &a_hi, &b_hi);
+    }
+    out[0] = px2_output(a_lo, &s->rq_lo, k, p->activation.min, p->activation.max, 0, 0);
+    if (store_hi) {
+        out[2] = px2_output(a_hi, &s->rq_hi, k, p->activation.min, p->activation.max, 0, 0);
+    }
+}
+
 /* One output row of one pass: ring at the row's slots, w the pass's weights from
  * the row's rotation, out at the row's first pixel and the pass's first channel. */
 static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *s,
@@ -276,10 +303,10 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
     const size_t c = (size_t)g->in_c;
     const uint32_t *end = ring + (size_t)(g->out_w / 2) * 6;
     for (const uint32_t *r = ring; r != end; r += 6, out += 2 * c) {
-        int32_t a_lo = s->bias_lo;
-        int32_t b_lo = a_lo;
-        int32_t a_hi = s->bias_hi;
-        int32_t b_hi = a_hi;
+        int32_t a_lo = s->bias[0];
+        int32_t b_lo = s->bias[1];
+        int32_t a_hi = s->bias[2];
+        int32_t b_hi = s->bias[3];
         px2_pair(r, w, odd, &a_lo, &b_lo, &a_hi, &b_hi);
         const int8_t y0 = px2_output(a_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
         const int8_t y1 = px2_output(b_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
@@ -294,16 +321,21 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
             out[c + 2] = y3;
         }
     }
-    if (g->out_w & 1) {         /* the last pixel: its pair's second one is not stored */
-        int32_t a_lo = s->bias_lo;
-        int32_t b_lo = a_lo;
-        int32_t a_hi = s->bias_hi;
-        int32_t b_hi = a_hi;
-        px2_pair(end, w, odd, &a_lo, &b_lo, &a_hi, &b_hi);
-        out[0] = px2_output(a_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
-        if (store_hi) {
-            out[2] = px2_output(a_hi, &s->rq_hi, k, act_min, act_max, full_range, relu);
-        }
+    if (g->out_w & 1) {
+        px2_last(g, s, w, end, out, odd, store_hi);
+    }
+}
+
+/* One pass of the last C % 4 channels: rare and small, so one clamping instance
+ * (flags at run time). */
+static KILN_NOINLINE void px2_pass_tail(const px2_layer_t *g, const px2_pass_t *s,
+                                        const uint32_t *w, const uint32_t *ring, int8_t *out,
+                                        int odd, int store_hi)
+{
+    if (odd) {
+        px2_pass(g, s, w, ring, out, 1, 0, 0, store_hi);
+    } else {
+        px2_pass(g, s, w, ring, out, 0, 0, 0, store_hi);
     }
 }
 
@@ -334,13 +366,9 @@ static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *ima
             px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 1);
             px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, 1);
         } else {                /* the pass's second channel only if it exists */
-            if (lanes == 3) {
-                px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 1);
-            } else {
-                px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 0);
-            }
+            px2_pass_tail(g, &s[0], s[0].w[rot], ring, out, 0, lanes == 3);
             if (lanes >= 2) {
-                px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, 0);
+                px2_pass_tail(g, &s[1], s[1].w[rot], ring, out + 1, 1, 0);
             }
         }
     }
@@ -355,19 +383,27 @@ static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *ima
         px2_block(g, image, c, lanes, s, ring, out, zp4, full_range, relu);      \
     }
 PX2_BLOCK_FN(px2_block_relu, 1, 1, 4)
-PX2_BLOCK_FN(px2_block_full, 1, 0, 4)
 PX2_BLOCK_FN(px2_block_clamped, 0, 0, 4)
-/* The last C % 4 channels (n of them, 1 to 3): one clamping instance. */
+/* The last C % 4 channels (n of them, 1 to 3). */
 PX2_BLOCK_FN(px2_block_tail, 0, 0, n)
 #undef PX2_BLOCK_FN
 
-/* The two passes of the block of `lanes` channels at c: widened weight pairs, folded biases
- * (bias + input_offset * sum of the taps) and requantization. */
-static void px2_setup(const int8_t *filter, const int32_t *bias,
-                      const kiln_requant_fast_t *quant, int32_t in_c, int32_t input_offset,
-                      int32_t c, int32_t lanes, px2_pass_t *s)
+/* Rows 3 and 4 of the pass weights: rows 0 and 1 again (px2_pass_t). */
+static void px2_wrap_rows(px2_pass_t *s)
 {
-    memset(s, 0, 2 * sizeof *s);        /* lanes past C: zero weights, never stored */
+    for (int32_t j = 0; j < 2; ++j) {
+        memcpy(s[j].w[3], s[j].w[0], 2 * sizeof s[j].w[0]);
+    }
+}
+
+/* The two passes of the last C % 4 channels (`lanes` of them) at c, one weight at
+ * a time: widened weight pairs, folded biases (bias + input_offset * sum of the
+ * taps) and requantization; lanes past C get zero weights and are never stored. */
+static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
+                           const kiln_requant_fast_t *quant, int32_t in_c,
+                           int32_t input_offset, int32_t c, int32_t lanes, px2_pass_t *s)
+{
+    memset(s, 0, 2 * sizeof *s);
     for (int32_t lane = 0; lane < lanes; ++lane) {
         /* Pass lane & 1 (c0, c2 then c1, c3); lo for c0 / c1, hi for c2 / c3. */
         px2_pass_t *ps = &s[lane & 1];
@@ -383,20 +419,50 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
             ps->w[ky][2 * hi] = (uint32_t)(uint16_t)w1 | (uint32_t)(uint16_t)w2 << 16;
             ps->w[ky][2 * hi + 1] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
         }
-        for (int32_t ky = 0; ky < 2; ++ky) {
-            ps->w[3 + ky][2 * hi] = ps->w[ky][2 * hi];
-            ps->w[3 + ky][2 * hi + 1] = ps->w[ky][2 * hi + 1];
+        ps->bias[2 * hi] = ps->bias[2 * hi + 1] = bias[ch] + input_offset * sum;
+        kiln_dw_rq_t *rq = hi ? &ps->rq_hi : &ps->rq_lo;
+        rq->multiplier2 = (int32_t)((uint32_t)quant[ch].multiplier << 1);
+        rq->right_shift = quant[ch].right_shift;
+    }
+    px2_wrap_rows(s);
+}
+
+/* The same for a whole block of four channels, a word of four taps at a time:
+ * SXTB16 splits a filter word into the (c0, c2) and (c1, c3) pairs, and PKH
+ * regroups them by channel (the sums of the taps as int16 lanes, |sum| <= 9 * 128). */
+static void px2_setup(const int8_t *filter, const int32_t *bias,
+                      const kiln_requant_fast_t *quant, int32_t in_c, int32_t input_offset,
+                      int32_t c, px2_pass_t *s)
+{
+    uint32_t sum[2] = {0, 0};
+    for (int32_t ky = 0; ky < 3; ++ky) {
+        const int8_t *f = filter + (size_t)(3 * ky) * (size_t)in_c + (size_t)c;
+        const uint32_t v0 = kiln_load_s8x4(f);
+        const uint32_t v1 = kiln_load_s8x4(f + in_c);
+        const uint32_t v2 = kiln_load_s8x4(f + 2 * in_c);
+        for (int32_t j = 0; j < 2; ++j) {
+            const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
+            const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
+            const uint32_t e2 = j ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
+            uint32_t *w = s[j].w[ky];
+            w[0] = pack_lo(e1, e2);         /* (w1, w2) lo */
+            w[1] = pack_lo(e0, e1);         /* (w0, w1) lo */
+            w[2] = pack_hi(e1, e2);
+            w[3] = pack_hi(e0, e1);
+            sum[j] = kiln_sadd16(sum[j], kiln_sadd16(e0, kiln_sadd16(e1, e2)));
         }
-        const int32_t folded = bias[ch] + input_offset * sum;
-        const kiln_dw_rq_t rq = {(int32_t)((uint32_t)quant[ch].multiplier << 1),
-                                 quant[ch].right_shift};
-        if (hi) {
-            ps->bias_hi = folded;
-            ps->rq_hi = rq;
-        } else {
-            ps->bias_lo = folded;
-            ps->rq_lo = rq;
-        }
+    }
+    px2_wrap_rows(s);
+    for (int32_t j = 0; j < 2; ++j) {
+        const int32_t lo = c + j;
+        const int32_t hi = c + j + 2;
+        s[j].bias[0] = s[j].bias[1] = bias[lo] + input_offset * (int16_t)(uint16_t)sum[j];
+        s[j].bias[2] = s[j].bias[3] =
+            bias[hi] + input_offset * (int16_t)(uint16_t)(sum[j] >> 16);
+        s[j].rq_lo.multiplier2 = (int32_t)((uint32_t)quant[lo].multiplier << 1);
+        s[j].rq_lo.right_shift = quant[lo].right_shift;
+        s[j].rq_hi.multiplier2 = (int32_t)((uint32_t)quant[hi].multiplier << 1);
+        s[j].rq_hi.right_shift = quant[hi].right_shift;
     }
 }
 
@@ -433,23 +499,27 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
     const size_t image_bytes = (size_t)g.in_h * (size_t)g.in_w * (size_t)in_c;
     const size_t out_bytes = (size_t)g.out_h * (size_t)g.out_w * (size_t)in_c;
-    const int full_range = p->activation.min == -128 && p->activation.max == 127;
-    /* The fastest instance: no clamp but SSAT's, and act_min at the zero point. */
-    const int relu = full_range && p->output_offset == -128;
+    /* The fast instance: no clamp but SSAT's and act_min at the zero point (a
+     * RELU with the output zero point at -128, as MLPerf Tiny's models have); any
+     * other clamp takes the clamping one. */
+    const int relu = p->activation.min == -128 && p->activation.max == 127 &&
+                     p->output_offset == -128;
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
         for (int32_t c = 0; c < in_c; c += 4) {
             const int32_t lanes = kiln_min_i32(4, in_c - c);
             px2_pass_t s[2];
-            px2_setup(filter, bias, quant, in_c, p->input_offset, c, lanes, s);
+            if (lanes < 4) {
+                px2_setup_tail(filter, bias, quant, in_c, p->input_offset, c, lanes, s);
+            } else {
+                px2_setup(filter, bias, quant, in_c, p->input_offset, c, s);
+            }
             int8_t *o = out + c;
             if (lanes < 4) {
                 px2_block_tail(&g, image, c, lanes, s, ring, o, zp4);
             } else if (relu) {
                 px2_block_relu(&g, image, c, 4, s, ring, o, zp4);
-            } else if (full_range) {
-                px2_block_full(&g, image, c, 4, s, ring, o, zp4);
             } else {
                 px2_block_clamped(&g, image, c, 4, s, ring, o, zp4);
             }

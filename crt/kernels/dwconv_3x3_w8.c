@@ -57,17 +57,7 @@ static inline uint32_t sxtab16_ror8(uint32_t off, uint32_t x)
     __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(r) : "r"(off), "r"(x));
     return r;
 }
-/* Lane by lane int16 sums (SADD16; the callers' sums never wrap). */
-static inline uint32_t sadd16(uint32_t a, uint32_t b)
-{
-    return (uint32_t)__sadd16((int16x2_t)a, (int16x2_t)b);
-}
 #else
-static inline uint32_t sadd16(uint32_t a, uint32_t b)
-{
-    return kiln_pack16(kiln_lane0(a) + kiln_lane0(b), kiln_lane1(a) + kiln_lane1(b));
-}
-
 static inline uint32_t sxtab16(uint32_t off, uint32_t x)
 {
     const uint32_t e = kiln_sxtb16(x);
@@ -387,8 +377,8 @@ static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_
                 const uint32_t v = kiln_load_s8x4(filter + (size_t)t * (size_t)in_c + c);
                 w[2 * t] = kiln_sxtb16(v);
                 w[2 * t + 1] = kiln_sxtb16_ror8(v);
-                sum_e = sadd16(sum_e, w[2 * t]);
-                sum_o = sadd16(sum_o, w[2 * t + 1]);
+                sum_e = kiln_sadd16(sum_e, w[2 * t]);
+                sum_o = kiln_sadd16(sum_o, w[2 * t + 1]);
             }
             const int32_t off = p->input_offset;
             const int32_t folded[4] = {
