@@ -34,10 +34,12 @@ from make_models import MODELS, sequences  # noqa: E402  (no TensorFlow needed)
 # --- int8 models with a WHILE, built here ---------------------------------------------
 
 def rnn_while_model(rng: np.random.Generator, steps: int = 6, depth: int = 4, units: int = 5,
-                    limit_from_input: bool = False, trips: int | None = None) -> bytes:
+                    limit_from_input: bool = False, trips: int | None = None,
+                    body_h_scale: float = 1 / 128) -> bytes:
     """An int8 SimpleRNN as TF writes it: main: WHILE(time=0, h0, x) → FC → output;
     cond: time < steps; body: GATHER(x, time) → FC, FC(h) → ADD → TANH, time + 1.
-    `limit_from_input`: the bound is a model input (no static trip count)."""
+    `limit_from_input`: the bound is a model input (no static trip count);
+    `body_h_scale`: the body's h input scale (h0's is 1/128)."""
     s_x, s_a, s_r, s_s = 0.05, 0.04, 0.03, 0.06
     w = weight_spec((units, depth), rng, per_channel_axis=None)
     r = weight_spec((units, units), rng, per_channel_axis=None)
@@ -72,7 +74,7 @@ def rnn_while_model(rng: np.random.Generator, steps: int = 6, depth: int = 4, un
                     inputs=list(range(3 + len(extra))), outputs=[n - 1])
     body_t = [
         TensorSpec((), "int32", name="time"),                                      # 0
-        TensorSpec((1, units), scale=1 / 128, zero_point=0, name="h"),             # 1
+        TensorSpec((1, units), scale=body_h_scale, zero_point=0, name="h"),        # 1
         TensorSpec((steps, 1, depth), scale=s_x, zero_point=3, name="x"),          # 2
         const(1, shape=()),                                                        # 3
         TensorSpec((), "int32", name="time_next"),                                 # 4
@@ -253,3 +255,12 @@ def test_nested_loop_unrolls_and_matches_tflm():
     assert [op.type for op in g.ops] == ["ADD"] * 6
     x = rand_int8((1, 4), np.random.default_rng(9))
     assert_equal_exact(kiln_compile(g, board="host").run(x)[0], run_reference(model, x)[0])
+
+
+def test_loop_value_changing_quantization_is_refused():
+    """TFLM copies a loop value's bytes into the body input and reads them in the body
+    input's scale: a model whose h0 and body h disagree is refused, not silently read in
+    h0's scale."""
+    with pytest.raises(ModelError, match=r"op 0 \(WHILE\): h0 passes into h with another "
+                                         r"quantization"):
+        load(rnn_while_model(np.random.default_rng(3), body_h_scale=1 / 64))

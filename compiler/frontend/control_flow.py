@@ -32,7 +32,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ModelError
-from ..ir import DTYPES, Graph, Op, Tensor
+from ..ir import DTYPES, Graph, Op, Tensor, same_quant
 
 CONTROL_OPS = ("WHILE", "IF")
 MAX_TRIPS = 4096              # iterations of one WHILE
@@ -162,6 +162,7 @@ class _Unroller:
                 raise ModelError(f"{call.describe()}: subgraph {k} takes {s.name} as {s.dtype} "
                                  f"{list(s.shape)}, given {a.name} ({a.dtype} {list(a.shape)}); "
                                  "kiln unrolls loops whose values keep one static shape")
+            _check_quant(call, a, s)
             env[sub_in] = arg
 
         def lookup(tid: int) -> int:
@@ -281,6 +282,17 @@ def _check_results(op: Op, outputs: list[Tensor], results: list[Tensor]) -> None
             raise ModelError(f"{op.describe()}: output {a.name} is {a.dtype} "
                              f"{list(a.shape)}, its subgraph computes {b.dtype} "
                              f"{list(b.shape)}")
+        _check_quant(op, b, a)
+
+
+def _check_quant(op: Op, value: Tensor, into: Tensor) -> None:
+    """tflite-micro copies a value's bytes into a subgraph's input (or out to the op's
+    output) and reads them with that tensor's quantization; kiln passes the value itself,
+    so the two must agree (a converter writes them equal)."""
+    if not same_quant(value.quant, into.quant):
+        raise ModelError(f"{op.describe()}: {value.name} passes into {into.name} with another "
+                         "quantization (scale or zero point); tflite-micro would read its "
+                         "bytes in the new one, kiln takes loop values that keep theirs")
 
 
 def lower_control_flow(graph: Graph, read_subgraph: Callable[[int], Subgraph],
