@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -185,3 +186,36 @@ def test_spread_model_runs_bit_exact_on_qemu_where_kiln_json_says(tmp_path):
     assert all(u["used"] <= u["size"] for u in uses.values())
     lines = project.size_report().lines()
     assert [ln.split()[0] for ln in lines] == list(uses)
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+def test_arena_and_state_outside_ram_run_on_qemu(tmp_path):
+    """A DTCM too small for more than the stack: the arena and an LSTM's state go to the
+    ISRAM (NOLOAD: never loaded or zeroed; the first run resets the state) and the
+    firmware stays bit-exact; a host-driven build's RPC arena follows the placement too."""
+    from conftest import models_root
+
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    path = models_root() / "external" / "tfm_mnist_lstm_int8.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    an547 = get_board("mps3-an547")
+    tiny = replace(an547, name="an547-dtcm6k", ram=replace(an547.ram, size=6288))
+    art = kc.compile(kc.load(path), tiny)
+    pl = art.report["placement"]
+    assert (pl["arena"], pl["state"], pl["stack"]) == ("ISRAM", "ISRAM", "DTCM")
+    x = np.random.default_rng(3).integers(-128, 128, [1, *art.report["inputs"][0]["shape"][1:]],
+                                          dtype=np.int8)
+    project = create_project(art, tiny, tmp_path / "fw", inputs=[x])
+    result = project.run()
+    want = run_reference(path.read_bytes(), x)[0]
+    assert_equal_exact(result.outputs[0].reshape(want.shape), want, "LSTM, state in ISRAM")
+    elf = read_elf(project.elf)
+    isram = tiny.extra_regions[0]
+    assert isram.contains(elf.symbols["kiln_arena"].value)
+    assert isram.contains(elf.symbols["kiln_state"].value)
+    host = create_project(art, tiny, tmp_path / "rpc", mode="host-driven")
+    host.build()
+    assert isram.contains(read_elf(host.elf).symbols["kiln_rpc_arena_buf"].value)
