@@ -278,3 +278,50 @@ def test_pass_on_chains(perms, middle, left):
 def test_pass_keeps_a_pair_that_writes_the_model_output():
     g = _graph([(0, 2, 3, 1), (0, 3, 1, 2)])
     assert op_types(cancel_transposes(g)) == ["TRANSPOSE", "TRANSPOSE"]
+
+
+def channels_last_block() -> bytes:
+    """Two convs, each permuted to channels-last, added, scaled per channel (a [C]
+    constant on the last axis, as ConvNeXt's layer scale), permuted back into a Conv."""
+    rng = np.random.default_rng(6)
+    w = lambda *s: numpy_helper.from_array((rng.standard_normal(s) * 0.5).astype(np.float32))
+    inits = [w(4, 3, 3, 3), w(4, 3, 1, 1), w(5, 4, 3, 3), w(4)]
+    for t, name in zip(inits, ("wa", "wb", "wc", "gamma")):
+        t.name = name
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["b"]),
+             helper.make_node("Transpose", ["a"], ["ta"], perm=[0, 2, 3, 1]),
+             helper.make_node("Transpose", ["b"], ["tb"], perm=[0, 2, 3, 1]),
+             helper.make_node("Add", ["ta", "tb"], ["s"]),
+             helper.make_node("Mul", ["s", "gamma"], ["m"]),
+             helper.make_node("Tanh", ["m"], ["h"]),
+             helper.make_node("Transpose", ["h"], ["u"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["u", "wc"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 8, 8])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m.SerializeToString()
+
+
+def test_channels_last_block_residual_and_per_channel_constant():
+    """A residual Add of two permuted branches and a per-channel constant move with the
+    permute: no TRANSPOSE inside; float = onnxruntime; int8 = tflite-micro on the export."""
+    from kiln.compiler.quantize import FloatModel, prepare
+
+    data = channels_last_block()
+    assert op_types(onnx_reader.parse(data))[1:-1].count("TRANSPOSE") >= 3
+    g = load(data)
+    assert "TRANSPOSE" not in op_types(g)[1:-1]
+    assert "TRANSPOSE" not in op_types(load(data, layout="nhwc"))
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    xs = samples(3, seed=12)
+    for x in xs:
+        want = sess.run(None, {"x": x})[0]
+        got = FloatModel(prepare(g)).run([x[None]])[0].reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    q, art = int8_build(data, "nhwc")
+    for x in xs:
+        qx, y = run_int8(q, art, x.transpose(0, 2, 3, 1))
+        np.testing.assert_array_equal(y, run_reference(write(q), [qx])[0].reshape(y.shape))

@@ -8,10 +8,12 @@ layout. This pass removes such shuffles:
 - two TRANSPOSEs in a row become one (the composed permutation), or none when they undo
   each other: the readers of the second read the first's input;
 - a TRANSPOSE whose only reader starts a chain of layout-agnostic elementwise ops (each
-  the sole reader of the one before; unary, or binary with a one-element constant) that
-  ends in another TRANSPOSE is moved through the chain into it: the chain computes on
-  the unpermuted data, and the closing TRANSPOSE permutes by the two composed, or goes
-  too where it undid the first (the chain's last op then writes what it wrote).
+  the sole reader of the one before: unary ops, and binary ops whose other operand is a
+  constant, permuted back here, or the sole output of a TRANSPOSE by the same
+  permutation, a residual branch, which goes too) that ends in another TRANSPOSE is moved
+  through the chain into it: the chain computes on the unpermuted data, and the closing
+  TRANSPOSE permutes by the two composed, or goes too where it undid the first (the
+  chain's last op then writes what it wrote).
 
 Elementwise ops compute each element on its own, so the order of the elements they
 read does not change any value: the results are bit-identical. Nothing a model's caller
@@ -31,7 +33,7 @@ from ..ir import Graph, Op
 _UNARY = {"RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LOGISTIC", "TANH", "LEAKY_RELU",
           "HARD_SWISH", "ABS", "NEG", "EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "ELU", "GELU",
           "QUANTIZE", "DEQUANTIZE", "CAST", "FLOOR", "CEIL", "ROUND", "SIN", "COS"}
-# Two inputs broadcast elementwise; moved only with a one-element constant operand.
+# Two inputs broadcast elementwise (the other operand a constant or a permuted activation).
 _BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW"}
 
 
@@ -114,23 +116,44 @@ def _drop_unread(graph: Graph, op: Op) -> None:
     graph.ops.remove(op)
 
 
-def _elementwise(graph: Graph, op: Op, value: int) -> bool:
-    """Whether `op` computes elementwise on `value`, shape unchanged, nothing else read
-    but one-element constants."""
-    if len(op.outputs) != 1 or graph.tensor(op.outputs[0]).shape != graph.tensor(value).shape:
-        return False
+def _operands(graph: Graph, op: Op, value: int, perm: tuple[int, ...],
+              producers: dict[int, int], consumers: dict[int, list[int]]) -> list | None:
+    """How `op` reads once the permute of `value` by `perm` moves past it, or None when
+    it cannot: `op` computes elementwise on `value`, its output of the same shape, and
+    each other input is a constant (to be permuted back: ("const", index, data)) or the
+    sole output of a TRANSPOSE by the same `perm` (read unpermuted: ("transposed",
+    index, that TRANSPOSE))."""
+    out_shape = graph.tensor(value).shape
+    if len(op.outputs) != 1 or graph.tensor(op.outputs[0]).shape != out_shape:
+        return None
     if op.type in _UNARY:
-        return [t for t in op.inputs if t >= 0] == [value]
-    if op.type in _BINARY and len(op.inputs) == 2 and value in op.inputs:
-        other = graph.tensor(op.inputs[1] if op.inputs[0] == value else op.inputs[0])
-        return other.is_const and other.size == 1 and (other.quant is None
-                                                       or not other.quant.per_channel)
-    return False
+        return [] if [t for t in op.inputs if t >= 0] == [value] else None
+    if op.type not in _BINARY or len(op.inputs) != 2 or value not in op.inputs:
+        return None
+    if op.inputs[0] == op.inputs[1]:
+        return []                                   # x op x: both read the moved value
+    index = 1 if op.inputs[0] == value else 0
+    other = graph.tensor(op.inputs[index])
+    if other.is_const:
+        if other.quant is not None and other.quant.per_channel:
+            return None                             # its channel axis would move
+        if other.data.ndim > len(perm):
+            return None
+        padded = other.data.reshape((1,) * (len(perm) - other.data.ndim) + other.data.shape)
+        return [("const", index, padded.transpose(np.argsort(perm)))]
+    maker = producers.get(other.id)
+    if maker is None or len(consumers.get(other.id, ())) != 1:
+        return None
+    transpose = graph.ops[maker]
+    if _perm(graph, transpose) != perm or other.shape != out_shape:
+        return None
+    return [("transposed", index, transpose)]
 
 
 def _sink_through_chain(graph: Graph) -> bool:
-    """TRANSPOSE → elementwise ops → TRANSPOSE undoing it: both transposes go."""
+    """TRANSPOSE → elementwise ops → TRANSPOSE: the first moves into the last."""
     consumers = graph.consumers()
+    producers = graph.producers()
     outputs = set(graph.outputs)
     for first in graph.ops:
         p1 = _perm(graph, first)
@@ -139,9 +162,10 @@ def _sink_through_chain(graph: Graph) -> bool:
         chain, value = [], first.outputs[0]
         while value not in outputs and len(consumers.get(value, ())) == 1:
             reader = graph.ops[consumers[value][0]]
-            if not _elementwise(graph, reader, value):
+            fixes = _operands(graph, reader, value, p1, producers, consumers)
+            if fixes is None:
                 break
-            chain.append((reader, value))
+            chain.append((reader, value, fixes))
             value = reader.outputs[0]
         if not chain or value in outputs or len(consumers.get(value, ())) != 1:
             continue
@@ -152,11 +176,21 @@ def _sink_through_chain(graph: Graph) -> bool:
         source = first.inputs[0]
         shape = graph.tensor(source).shape
         # The chain reads the unpermuted data; its values take the source's shape (each
-        # is read by the next op only). Where the closing TRANSPOSE undoes the first, the
-        # last op writes its output and both go; else it permutes by the two composed.
-        reader, read = chain[0]
+        # is read by the next op only); constants are permuted back, the other operand
+        # of a binary op read before its own TRANSPOSE. Where the closing TRANSPOSE
+        # undoes the first, the last op writes its output and both go; else it permutes
+        # by the two composed.
+        reader, read, _ = chain[0]
         reader.inputs = [source if t == read else t for t in reader.inputs]
-        for op, _ in chain[:-1]:
+        dropped = [first]
+        for op, _, fixes in chain:
+            for kind, index, what in fixes:
+                if kind == "const":
+                    op.inputs[index] = _new_const(graph, op.inputs[index], what)
+                else:
+                    op.inputs[index] = what.inputs[0]
+                    dropped.append(what)
+        for op, _, _ in chain[:-1]:
             graph.tensor(op.outputs[0]).shape = shape
         last = chain[-1][0]
         composed = _compose(p1, p2)
@@ -166,6 +200,19 @@ def _sink_through_chain(graph: Graph) -> bool:
         else:
             graph.tensor(last.outputs[0]).shape = shape
             closing.inputs = [last.outputs[0], _new_perm(graph, composed, closing.outputs[0])]
-        _drop_unread(graph, first)
+        for op in dropped:
+            _drop_unread(graph, op)
         return True
     return False
+
+
+def _new_const(graph: Graph, like: int, data: np.ndarray) -> int:
+    """A constant like tensor `like` (dtype, quantization) holding `data`."""
+    from ..ir import Tensor
+
+    t = graph.tensor(like)
+    tid = len(graph.tensors)
+    data = np.ascontiguousarray(data)
+    graph.tensors.append(Tensor(id=tid, name=t.name, shape=tuple(data.shape), dtype=t.dtype,
+                                quant=copy.deepcopy(t.quant), data=data))
+    return tid
