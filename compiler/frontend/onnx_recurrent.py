@@ -206,43 +206,48 @@ def op_gru(self, node, a: dict) -> None:
     # the recurrent one (z and r always; h unless it is inside r ⊙ (...)).
     x_bias = [b[0, 0] + b[1, 0], b[0, 1] + b[1, 1],
               b[0, 2] if before_reset else b[0, 2] + b[1, 2]]
+    # Step t's tensors are named <name>_<what>@step<t>, as control_flow.py names an
+    # unrolled loop's: the quantizer gives each <what> one scale over the steps (as TF's
+    # converter quantizes a loop body once), so the steps share their LOGISTIC/TANH
+    # tables, multipliers and biases.
     x_all = self._plain(node.input[0])
     h = None
     steps = []
+    def at(what: str) -> str:         # the name of step t's tensor `what`
+        return f"{name}_{what}@step{t}"
+
     for t in range(seq):
-        s = f"{name}_t{t}"
-        xt = _step_slice(self, x_all, t, f"{s}_x")
-        gx = [fc(xt, "x", g, x_bias[g], f"{s}_x{'zrh'[g]}") for g in range(3)]
+        xt = _step_slice(self, x_all, t, at("x"))
+        gx = [fc(xt, "x", g, x_bias[g], at("x" + "zrh"[g])) for g in range(3)]
         if h is None:                  # step 0: the state is zero
-            z = op("LOGISTIC", [gx[0]], f"{s}_z")
+            z = op("LOGISTIC", [gx[0]], at("z"))
             if before_reset:           # r ⊙ Rbh: the recurrent bias alone
-                rr = op("LOGISTIC", [gx[1]], f"{s}_r")
-                rb = self._const(f"{s}_rbh", b[1, 2].reshape(1, hidden))
-                pre = op("ADD", [gx[2], op("MUL", [rr, rb], f"{s}_rhh")], f"{s}_pre")
+                rr = op("LOGISTIC", [gx[1]], at("r"))
+                rb = self._const(at("rbh"), b[1, 2].reshape(1, hidden))
+                pre = op("ADD", [gx[2], op("MUL", [rr, rb], at("rhh"))], at("pre"))
             else:
                 pre = gx[2]
-            cand = op("TANH", [pre], f"{s}_cand")
-            h = op("SUB", [cand, op("MUL", [z, cand], f"{s}_zc")], f"{s}_h")
+            cand = op("TANH", [pre], at("cand"))
+            h = op("SUB", [cand, op("MUL", [z, cand], at("zc"))], at("h"))
         else:
-            gh = [fc(h, "h", g, zero, f"{s}_h{'zr'[g]}") for g in range(2)]
-            z = op("LOGISTIC", [op("ADD", [gx[0], gh[0]], f"{s}_zpre")], f"{s}_z")
-            rr = op("LOGISTIC", [op("ADD", [gx[1], gh[1]], f"{s}_rpre")], f"{s}_r")
+            gh = [fc(h, "h", g, zero, at("h" + "zr"[g])) for g in range(2)]
+            z = op("LOGISTIC", [op("ADD", [gx[0], gh[0]], at("zpre"))], at("z"))
+            rr = op("LOGISTIC", [op("ADD", [gx[1], gh[1]], at("rpre"))], at("r"))
             if before_reset:
-                hh = fc(h, "h", 2, b[1, 2], f"{s}_hh")
-                inner = op("MUL", [rr, hh], f"{s}_rhh")
+                inner = op("MUL", [rr, fc(h, "h", 2, b[1, 2], at("hh"))], at("rhh"))
             else:
-                inner = fc(op("MUL", [rr, h], f"{s}_rh"), "h", 2, zero, f"{s}_hh")
-            cand = op("TANH", [op("ADD", [gx[2], inner], f"{s}_pre")], f"{s}_cand")
-            diff = op("SUB", [h, cand], f"{s}_d")
-            h = op("ADD", [cand, op("MUL", [z, diff], f"{s}_zd")], f"{s}_h")
+                inner = fc(op("MUL", [rr, h], at("rh")), "h", 2, zero, at("hh"))
+            cand = op("TANH", [op("ADD", [gx[2], inner], at("pre"))], at("cand"))
+            diff = op("SUB", [h, cand], at("d"))
+            h = op("ADD", [cand, op("MUL", [z, diff], at("zd"))], at("h"))
         steps.append(h)
     seq_out = -1
     if _used(self, node.output[0]):
         if seq == 1:
             seq_out = _reshape(self, steps[0], (1, batch, hidden), f"{name}_sequence")
         else:
-            views = [_reshape(self, s, (1, batch, hidden), f"{name}_t{t}_y")
-                     for t, s in enumerate(steps)]
+            views = [_reshape(self, step, (1, batch, hidden), f"{name}_y@step{t}")
+                     for t, step in enumerate(steps)]
             seq_out = self._tensor(f"{name}_sequence", (seq, batch, hidden))
             self._op("CONCATENATION", views, [seq_out],
                      {"axis": 0, "fused_activation_function": "NONE"})
