@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 from reference import run_reference
 
