@@ -25,8 +25,11 @@ from test_ops_conv import _build, dwconv_case
 from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
 from test_ops_dwconv_blocked import dead_channel_dw_case
 
-PX2 = {"variant": "3x3_px2"}
 KERNEL = "kiln_dwconv2d_3x3_px2_s8"
+
+
+def _px2(options: list[dict]) -> list[dict]:
+    return [k for k in options if k["variant"] == "3x3_px2"]
 
 
 def px2_cases(seed: int) -> list:
@@ -62,17 +65,19 @@ def _eligible(cases: list) -> list:
     """The cases whose layer can take the kernel (the random scales of a few need the
     slow requantization, which no blocked kernel takes)."""
     layers = layer_candidates(_build(cases))
-    keep = [c for step, c in enumerate(cases) if PX2 in layers[step][1]]
+    keep = [c for step, c in enumerate(cases) if _px2(layers[step][1])]
     assert len(keep) >= len(cases) - 3, len(keep)
     return keep
 
 
-def _compile(cases: list, **kw) -> tuple[kc.Artifact, list, list]:
+def _compile(cases: list, smallest_tile: bool = False, **kw) -> tuple[kc.Artifact, list, list]:
+    """Every layer on the kernel: its default tile, or its smallest (the most tiles)."""
     model = _build(cases)
     records = Records(entries=[
-        {"workload": key, "board": BOARD, "knobs": PX2, "status": "ok",
-         "cycles": {"median": 1, "min": 1, "max": 1}}
-        for key, _ in layer_candidates(model).values()])
+        {"workload": key, "board": BOARD, "status": "ok",
+         "knobs": min(_px2(options), key=lambda k: k["tile"]) if smallest_tile
+         else _px2(options)[0], "cycles": {"median": 1, "min": 1, "max": 1}}
+        for key, options in layer_candidates(model).values()])
     art = kc.compile(kc.load(model), board=BOARD, tuning_records=records, **kw)
     assert set(_kernels(art)) == {KERNEL}, _kernels(art)
     xs = _inputs(cases, np.random.default_rng(40))
@@ -86,25 +91,33 @@ def test_px2_is_a_candidate_with_its_scratch():
                      padding=(1, 1))
     s2 = LayerShape(input=(1, 12, 12, 32), filter=(1, 3, 3, 32), output=(1, 6, 6, 32),
                     stride=(2, 2))
-    assert PX2 in candidates("DEPTHWISE_CONV_2D", kws, DSP)
-    assert PX2 in candidates("DEPTHWISE_CONV_2D", odd, DSP)
-    assert PX2 not in candidates("DEPTHWISE_CONV_2D", s2, DSP)     # horizontal stride 2
+    big = LayerShape(input=(1, 48, 48, 8), filter=(1, 3, 3, 8), output=(1, 48, 48, 8),
+                     padding=(1, 1))
+    # Tiles of 24 output columns first (VWW's arena), then the others, the whole row last.
+    assert _px2(candidates("DEPTHWISE_CONV_2D", big, DSP)) == [
+        {"variant": "3x3_px2", "tile": t} for t in (24, 8, 16, 48)]
+    assert _px2(candidates("DEPTHWISE_CONV_2D", kws, DSP)) == [
+        {"variant": "3x3_px2", "tile": 6}]
+    assert _px2(candidates("DEPTHWISE_CONV_2D", odd, DSP)) == [
+        {"variant": "3x3_px2", "tile": 6}]
+    assert not _px2(candidates("DEPTHWISE_CONV_2D", s2, DSP))      # horizontal stride 2
     # The default where rows are 12 pixels or more, or C % 4 != 0 (no other 3x3 kernel).
     wide = LayerShape(input=(1, 12, 12, 64), filter=(1, 3, 3, 64), output=(1, 12, 12, 64),
                       padding=(1, 1))
-    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == PX2
-    assert candidates("DEPTHWISE_CONV_2D", odd, DSP)[0] == PX2
+    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == {"variant": "3x3_px2", "tile": 12}
+    assert candidates("DEPTHWISE_CONV_2D", odd, DSP)[0]["variant"] == "3x3_px2"
     assert candidates("DEPTHWISE_CONV_2D", kws, DSP)[0] == {"variant": "3x3", "ch_block": 4}
-    # A ring of three rows of (5 rounded up to even + 2) words.
-    assert dwconv2d_variant(kws, DSP, PX2).scratch == 12 * 8
-    assert dwconv2d_variant(odd, DSP, PX2).scratch == 12 * 8
+    # A ring of three rows of tile + 2 words: 5 rounded up to even + 2, or 24 + 2.
+    assert dwconv2d_variant(kws, DSP, {"variant": "3x3_px2", "tile": 6}).scratch == 12 * 8
+    assert dwconv2d_variant(big, DSP).scratch == 12 * 26
 
 
-def test_px2_on_host():
+@pytest.mark.parametrize("smallest_tile", [False, True])
+def test_px2_on_host(smallest_tile):
     cases = _eligible(px2_cases(601))
-    art, xs, want = _compile(cases, optimize="speed")
+    art, xs, want = _compile(cases, smallest_tile, optimize="speed")
     for c, g, w in zip(cases, art.run(*xs), want):
-        assert_equal_exact(g, w, c.label)
+        assert_equal_exact(g, w, f"{c.label} smallest tile {smallest_tile}")
 
 
 @pytest.mark.slow
@@ -135,12 +148,13 @@ def test_px2_clean_under_sanitizers(tmp_path: Path):
 @pytest.mark.qemu
 @pytest.mark.slow
 def test_px2_on_qemu(tmp_path: Path):
-    """The SMLAD / PKH / SMMLAR path: one firmware of every case on mps2-an386."""
+    """The SMLAD / PKH / SMMLAR path: one firmware of every case on mps2-an386, each layer in
+    its smallest tiles (rows of 12 and 13 pixels in tiles of 8)."""
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
     from kiln.project_gen import create_project
     cases = _eligible(px2_cases(621))
-    art, xs, want = _compile(cases)
+    art, xs, want = _compile(cases, smallest_tile=True)
     project = create_project(art, board=BOARD, out_dir=tmp_path / "fw")
     result = project.run(xs, timeout=120)
     for c, g, w in zip(cases, result.outputs, want):

@@ -21,8 +21,9 @@
  * input zero point; with the bias folded (bias + input_offset * sum of the
  * channel's taps) a padded tap adds w * (zero point + input_offset) = 0 as in
  * TFLM. At vertical stride 1 each output row copies one new input row. The
- * ring holds out_w rounded up to even plus 2 columns: the pair at the last
- * odd column computes a pixel past the row, which is not stored.
+ * ring holds a tile of the output columns (the whole row, or as many as the
+ * scratch holds: the tile is the tuning knob), rounded up to even, plus 2: the
+ * pair at an odd tile's last column computes a pixel past it, not stored.
  *
  * The requantization is kiln_dw_output (five instructions, conv_dsp.h).
  *
@@ -39,6 +40,8 @@ static int32_t ring_cols(int32_t out_w)
     return (out_w + 1) / 2 * 2 + 2;
 }
 
+/* The ring of whole rows; a smaller scratch (at least 48 bytes) makes the kernel
+ * go in tiles of the output columns it holds. */
 int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims)
 {
     return output_dims == NULL ? 0 : 3 * 4 * ring_cols(output_dims->w);
@@ -106,7 +109,8 @@ typedef struct {
 typedef struct {
     const kiln_conv_params_t *p;
     int32_t in_h, in_w, in_c, out_h, out_w;
-    int32_t cols;               /* ring_cols(out_w) */
+    int32_t x0, tw;             /* the tile: output columns [x0, x0 + tw) */
+    int32_t cols;               /* ring_cols(tw) */
 } px2_layer_t;
 
 /* Input row iy of the block of `lanes` channels at c (image at the batch) into
@@ -115,14 +119,15 @@ static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *imag
                                         int32_t lanes, int32_t iy, uint32_t zp4,
                                         uint32_t *ring, int32_t slot)
 {
-    const int32_t pad = g->p->padding.w;
+    /* Ring column i is input column i - pad (the tile's first tap at ring column 0). */
+    const int32_t pad = g->p->padding.w - g->x0;
     uint32_t *d = ring + 2 * slot;
-    /* Ring columns [lo, hi) are input columns [lo - pad, hi - pad). */
+    /* Ring columns [lo, hi) are in the image. */
     int32_t lo = g->cols;
     int32_t hi = g->cols;
     if (iy >= 0 && iy < g->in_h) {
-        lo = kiln_min_i32(pad, g->cols);
-        hi = kiln_min_i32(pad + g->in_w, g->cols);
+        lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
+        hi = kiln_max_i32(kiln_min_i32(pad + g->in_w, g->cols), lo);
     }
     int32_t i = 0;
     for (; i < lo; ++i) {
@@ -301,7 +306,7 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
     const int32_t act_min = p->activation.min;
     const int32_t act_max = p->activation.max;
     const size_t c = (size_t)g->in_c;
-    const uint32_t *end = ring + (size_t)(g->out_w / 2) * 6;
+    const uint32_t *end = ring + (size_t)(g->tw / 2) * 6;
     for (const uint32_t *r = ring; r != end; r += 6, out += 2 * c) {
         int32_t a_lo = s->bias[0];
         int32_t b_lo = s->bias[1];
@@ -321,7 +326,7 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
             out[c + 2] = y3;
         }
     }
-    if (g->out_w & 1) {
+    if (g->tw & 1) {
         px2_last(g, s, w, end, out, odd, store_hi);
     }
 }
@@ -485,20 +490,24 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
         filter_dims->h != 3 || filter_dims->w != 3 ||
         params->conv.dilation.h != 1 || params->conv.dilation.w != 1 ||
         params->conv.stride.w != 1 || ((uintptr_t)ctx->buf & 3u) != 0 ||
-        ctx->size < kiln_dwconv2d_3x3_px2_s8_get_buffer_size(output_dims)) {
+        ctx->size < 3 * 4 * ring_cols(1)) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;
     const int32_t in_c = input_dims->c;
-    const px2_layer_t g = {
+    const int32_t out_w = output_dims->w;
+    /* The widest tile of output columns (even) whose ring the scratch holds. */
+    const int32_t most = (int32_t)((ctx->size / (3 * 4) - 2) & ~(size_t)1);
+    const int32_t tile = kiln_min_i32(most, (out_w + 1) / 2 * 2);
+    px2_layer_t g = {
         .p = p, .in_h = input_dims->h, .in_w = input_dims->w, .in_c = in_c,
-        .out_h = output_dims->h, .out_w = output_dims->w, .cols = ring_cols(output_dims->w),
+        .out_h = output_dims->h, .out_w = out_w,
     };
     uint32_t *ring = (uint32_t *)ctx->buf;
     /* The input zero point in every byte: what padding reads. */
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
     const size_t image_bytes = (size_t)g.in_h * (size_t)g.in_w * (size_t)in_c;
-    const size_t out_bytes = (size_t)g.out_h * (size_t)g.out_w * (size_t)in_c;
+    const size_t out_bytes = (size_t)g.out_h * (size_t)out_w * (size_t)in_c;
     /* The fast instance: no clamp but SSAT's and act_min at the zero point (a
      * RELU with the output zero point at -128, as MLPerf Tiny's models have); any
      * other clamp takes the clamping one. */
@@ -515,13 +524,17 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
             } else {
                 px2_setup(filter, bias, quant, in_c, p->input_offset, c, s);
             }
-            int8_t *o = out + c;
-            if (lanes < 4) {
-                px2_block_tail(&g, image, c, lanes, s, ring, o, zp4);
-            } else if (relu) {
-                px2_block_relu(&g, image, c, 4, s, ring, o, zp4);
-            } else {
-                px2_block_clamped(&g, image, c, 4, s, ring, o, zp4);
+            for (g.x0 = 0; g.x0 < out_w; g.x0 += tile) {
+                g.tw = kiln_min_i32(tile, out_w - g.x0);
+                g.cols = ring_cols(g.tw);
+                int8_t *o = out + (size_t)g.x0 * (size_t)in_c + (size_t)c;
+                if (lanes < 4) {
+                    px2_block_tail(&g, image, c, lanes, s, ring, o, zp4);
+                } else if (relu) {
+                    px2_block_relu(&g, image, c, 4, s, ring, o, zp4);
+                } else {
+                    px2_block_clamped(&g, image, c, 4, s, ring, o, zp4);
+                }
             }
         }
     }

@@ -150,8 +150,12 @@ _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected
                     2: "kiln_fully_connected_rows2_s8"}
 # DEPTHWISE_CONV_2D by (variant, ch_block); all take a folded bias and C bytes of scratch.
 _DW_KERNELS = {("3x3", 4): "kiln_dwconv2d_3x3_s8", ("channels", 4): "kiln_dwconv2d_ch4_s8"}
-_DW_PX2 = {"variant": "3x3_px2"}
 _DW_PX2_MIN_WIDTH = 12         # output rows from this wide lead with it (candidates)
+# Its knob: output columns per ring pass (the scratch holds 3 rows of them). 24 keeps
+# VWW's arena (its 48x48 layer's ring fits the 400 B beside the peak); wider is the
+# whole row.
+_DW_PX2_TILES = (8, 16, 24)
+_DW_PX2_TILE = 24
 # A depthwise layer with one input channel as a CONV_2D gemm, by (oc_block, weights).
 _DW_GEMM_KNOBS = ((4, "s16"), (2, "s16"), (2, "s8"))
 
@@ -224,7 +228,7 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # smaller maps and on KWS's 25x5 (run in one-row bands), where it
                 # leads only when C % 4 != 0 (0.5x the channels kernel's).
                 first = shape.output[2] >= _DW_PX2_MIN_WIDTH or fc % 4 != 0
-                blocked.insert(0 if first else len(blocked), dict(_DW_PX2))
+                blocked[0 if first else len(blocked):0] = _dw_px2_knobs(shape)
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
         # One input channel: output channel oc is a CONV_2D filter over that channel, so
@@ -239,6 +243,11 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
             if shape.pairs8:
                 blocked.append(dict(_FC_P8))
             blocked += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
+            if shape.pairs8:
+                # As a 1x1 CONV_2D over its rows (the int8-pair gemm): slower than the
+                # rows kernels, but a model whose convolutions link the gemm anyway saves
+                # the rows kernel's code on a small layer (codegen/fit.py share_code).
+                blocked.append(dict(_GEMM_P8))
     else:
         raise ValueError(f"no variants for {op}")
     plain.append({"variant": "generic"})
@@ -268,6 +277,16 @@ def _candidates16(op: str, shape: LayerShape, target: Target) -> list[dict]:
         raise ValueError(f"no 16x8 variants for {op}")
     simd = [{"variant": "dsp", "weights": "s16"}, {"variant": "dsp", "weights": "s8"}]
     return simd + plain if target.dsp else plain + simd
+
+
+def _dw_px2_knobs(shape: LayerShape) -> list[dict]:
+    """kiln_dwconv2d_3x3_px2_s8 by tile (output columns per ring pass, even; the whole row
+    rounded up to even is the widest), the default first: _DW_PX2_TILE or the row."""
+    row = (shape.output[2] + 1) // 2 * 2
+    tiles = [t for t in _DW_PX2_TILES if t < row] + [row]
+    default = min(_DW_PX2_TILE, row)
+    return [{"variant": "3x3_px2", "tile": t}
+            for t in [default] + [t for t in tiles if t != default]]
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
@@ -300,7 +319,7 @@ def conv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None)
 def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = None) -> Variant:
     """(kernel, knobs, scratch bytes) of a DEPTHWISE_CONV_2D; C twins of the size:
     kiln_dwconv2d_3x3_s8_get_buffer_size, kiln_dwconv2d_ch4_s8_get_buffer_size (a pixel
-    of padding)."""
+    of padding); kiln_dwconv2d_3x3_px2_s8 derives its tile from the scratch it gets."""
     k = _pick("DEPTHWISE_CONV_2D", shape, target, knobs)
     if k["variant"] == "mve":
         return Variant(MVE_DWCONV, k, dwconv2d_mve_scratch(shape.input[3], *shape.filter[1:3]))
@@ -312,8 +331,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
                               target, k)
     if k["variant"] == "3x3_w8":
         return Variant("kiln_dwconv2d_3x3_w8_s8", k, shape.input[3])
-    if k["variant"] == "3x3_px2":       # a ring of three padded rows of four channels
-        return Variant("kiln_dwconv2d_3x3_px2_s8", k, 12 * ((shape.output[2] + 1) // 2 * 2 + 2))
+    if k["variant"] == "3x3_px2":       # a ring of three rows of tile + 2 words
+        return Variant("kiln_dwconv2d_3x3_px2_s8", k, 12 * (k["tile"] + 2))
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
 
 
@@ -324,6 +343,8 @@ def fully_connected_variant(shape: LayerShape, target: Target,
     k = _pick("FULLY_CONNECTED", shape, target, knobs)
     if k["variant"] == "mve":
         return Variant(MVE_FC, k, 0)
+    if k["variant"] == "gemm":          # as the 1x1 CONV_2D (conv2d_variant's scratch)
+        return Variant("kiln_conv2d_gemm_p8_s8", k, 5 * _round_up4(shape.filter[3]))
     if k.get("weights") == "p8":        # widens its input in registers: no scratch
         return Variant("kiln_fully_connected_rows8_p8_s8", k, 0)
     if k["variant"] == "rows":
@@ -978,6 +999,8 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
                                         (s.batches, s.depth, s.units), _call)
         return LayerCode(kernel=v.kernel, body=body, macs=s.batches * s.depth * s.units,
                          summary=_fc_summary(ctx, s, v), knobs=v.knobs, shape=shape)
+    if v.knobs["variant"] == "gemm":
+        return _lower_fully_connected_gemm(ctx, s, act, mult, shift, folded, abs_sums, shape, v)
     kernel = v.kernel
     rows = v.knobs["variant"] == "rows"
     if rows:
@@ -1014,6 +1037,41 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     lines.append(_call(kernel, *args))
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
                      macs=s.batches * s.depth * s.units, summary=_fc_summary(ctx, s, v),
+                     knobs=v.knobs, shape=shape)
+
+
+def _lower_fully_connected_gemm(ctx: LowerCtx, s: _FcShape, act: tuple[int, int],
+                                mult: np.ndarray, shift: np.ndarray, folded: np.ndarray,
+                                abs_sums: np.ndarray, shape: LayerShape,
+                                v: Variant) -> LayerCode:
+    """A FULLY_CONNECTED as the CONV_2D it equals: its rows as a column of pixels (1, B, 1,
+    depth), its filter (units, 1, 1, depth) with a zero filter offset (the p8 candidates
+    require it), the folded bias and the requantization per unit exactly as CONV_2D's."""
+    x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
+    table, folded = requant_fast(mult, shift, folded, abs_sums)
+    ohwi = w.data.reshape(s.units, 1, 1, s.depth)
+    filter_name = ctx.const("filter", pack_conv2d_filter(ohwi, v.knobs["oc_block"], "p8"),
+                            "int32_t", f"{w.name} as a 1x1 filter, packed as int8 channel "
+                            f"pairs for {v.kernel} (conv.h)")
+    bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
+                          "bias + input_offset * sum(filter row)")
+    lines = [
+        "static const kiln_conv_params_t params = {",
+        "    .stride = {1, 1}, .padding = {0, 0}, .dilation = {1, 1},",
+        f"    .input_offset = {-qparams(x)[1]}, .output_offset = {qparams(y)[1]}, "
+        f".activation = {{{act[0]}, {act[1]}}},",
+        "};",
+        _requant_packed_c(ctx, table),
+        f"static const kiln_dims_t input_dims = {{1, {s.batches}, 1, {s.depth}}};",
+        f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
+        f"static const kiln_dims_t output_dims = {{1, {s.batches}, 1, {s.units}}};",
+        f"const kiln_context_t ctx = {{scratch, {v.scratch}}};",
+        _call(v.kernel, "&ctx, &params, &quant", f"&input_dims, {ctx.ptr(x)}",
+              f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"),
+    ]
+    return LayerCode(kernel=v.kernel, body="\n".join(lines), scratch_bytes=v.scratch,
+                     macs=s.batches * s.depth * s.units,
+                     summary=_fc_summary(ctx, s, v) + " (as a 1x1 CONV_2D)",
                      knobs=v.knobs, shape=shape)
 
 
