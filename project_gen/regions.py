@@ -39,6 +39,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kiln.compiler.errors import BoardError
+from kiln.compiler.escape import printable
+
 from .boards import Board, Region
 
 ALIGN = 16                       # weights arrays and the arena are aligned(16)
@@ -282,5 +285,6 @@ def ld_name(text: object) -> str:
     it is one: identifiers joined by dots. Nothing else reaches the script: a board's
     region names are checked identifiers, the arrays' are C identifiers."""
     if not isinstance(text, str) or len(text) > 200 or not _LD_NAME.match(text):
-        raise ValueError(f"{text!r} is not a linker script name")
+        raise BoardError(f"{printable(text)!r} is not a linker script name (a region "
+                         f"name is a letter then letters, digits or _)")
     return str(text)        # a plain str: the checked name, not the template's _Raw

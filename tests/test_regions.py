@@ -17,7 +17,8 @@ import kiln.compiler as kc
 from conftest import model_path, require_tool
 from kiln.compiler.errors import BoardError
 from kiln.project_gen import create_project, render
-from kiln.project_gen.boards import board_toml, get_board, load_board_file, parse_board
+from kiln.project_gen.boards import (Region, board_toml, get_board, load_board_file,
+                                     parse_board)
 from kiln.project_gen.elf import read_elf
 from kiln.project_gen.regions import Item, ld_name, place
 from reference import assert_equal_exact, run_reference
@@ -110,8 +111,18 @@ def test_fit_first_beats_greedy():
 def test_linker_names_are_checked():
     assert ld_name(".kiln_weights.l3_filter") == ".kiln_weights.l3_filter"
     for bad in ["", "a b", "x) } > FLASH", ".kiln_weights.*", "a/*", "l0\nFLASH", 7]:
-        with pytest.raises(ValueError):
+        with pytest.raises(BoardError):
             ld_name(bad)
+    # A Board built in Python with a hostile region name: refused by the schema, and
+    # the linker script's filter refuses it even when rendered unchecked.
+    an547 = get_board("mps3-an547")
+    bad = replace(an547, extra_regions=(Region("X) } > ITCM /*", 0x21000000, 16, kind="ram",
+                                               loaded=True),))
+    with pytest.raises(BoardError, match="extra_regions"):
+        get_board(bad)
+    art = kc.compile(kc.load(model_path("kws_ref_model")), "mps3-an547")
+    with pytest.raises(BoardError, match="not a linker script name"):
+        render.project_files(bad, art.report, "standalone", "x", 6)
 
 
 def test_single_region_boards_keep_their_c_and_linker_script():
