@@ -634,8 +634,7 @@ def _extra_region_data(region: Region) -> dict:
     data: dict = {"name": region.name, "origin": region.origin, "size": region.size}
     if region.kind:
         data["kind"] = region.kind
-        if region.speed != DEFAULT_SPEED:
-            data["speed"] = region.speed
+        data["speed"] = region.speed
         if region.kind == "ram" and region.loaded:
             data["loaded"] = True
         if region.exec:
