@@ -197,6 +197,8 @@ def _with(kind, **kw):
     ("LSTM", dict(input_forget=1), "input_forget=1"),
     ("GRU", dict(layout=1, seq=1), "layout=1"),
     ("LSTM", dict(outputs=("Y", "Y_c")), "LSTM output Y_c"),
+    ("GRU", dict(seq=5000, depth=1, hidden=1), "GRU of 5000 steps: kiln unrolls"),
+    ("LSTM", dict(batch=0), "LSTM with an empty dimension"),
 ])
 def test_refused_in_one_line(kind, kw, match):
     with pytest.raises(ModelError, match=match.replace("[", r"\[").replace("]", r"\]")

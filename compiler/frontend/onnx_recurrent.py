@@ -35,6 +35,10 @@ import numpy as np
 from ..errors import ModelError
 
 _DEFAULTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
+# A GRU is unrolled into up to 19 ops a step: a hostile length must not make millions (the
+# same bound as control_flow.py's unrolled WHILE loops).
+MAX_GRU_OPS = 20_000
+_GRU_OPS_PER_STEP = 19           # at most: slice, 6 FC, 12 elementwise and views
 
 
 def _text(s) -> str:
@@ -69,6 +73,13 @@ def _check_attributes(self, node, a: dict, gates: int) -> tuple[int, int, int, i
     seq, batch, depth = shape
     w = self._c(node, 1, "W")
     hidden = int(a.get("hidden_size", w.shape[1] // gates if w.ndim == 3 else 0))
+    if min(seq, batch, depth, hidden) < 1:
+        raise ModelError(f"{where}: {kind} with an empty dimension (sequence {seq}, batch "
+                         f"{batch}, input {depth}, hidden_size {hidden})")
+    if kind == "GRU" and seq * _GRU_OPS_PER_STEP > MAX_GRU_OPS:
+        raise ModelError(f"{where}: GRU of {seq} steps: kiln unrolls a GRU into "
+                         f"{_GRU_OPS_PER_STEP} ops a step, at most "
+                         f"{MAX_GRU_OPS // _GRU_OPS_PER_STEP} steps")
     if w.shape != (1, gates * hidden, depth):
         raise ModelError(f"{where}: {kind} W has shape {list(w.shape)}, expected "
                          f"[1, {gates * hidden}, {depth}]")
