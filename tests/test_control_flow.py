@@ -264,3 +264,32 @@ def test_loop_value_changing_quantization_is_refused():
     with pytest.raises(ModelError, match=r"op 0 \(WHILE\): h0 passes into h with another "
                                          r"quantization"):
         load(rnn_while_model(np.random.default_rng(3), body_h_scale=1 / 64))
+
+
+@pytest.mark.parametrize("cond,body,message", [
+    (0, 2, r"names subgraph 0, out of range"),          # the main graph as its condition
+    (1, 7, r"names subgraph 7, out of range"),
+    (2, 1, r"loop condition \(subgraph 2\) depends on x"),   # body and cond swapped
+])
+def test_while_naming_wrong_subgraphs_is_refused(cond, body, message):
+    data = _with_while_indices(rnn_while_model(np.random.default_rng(3)), cond, body)
+    with pytest.raises(ModelError, match=message):
+        load(data)
+
+
+def _with_while_indices(model: bytes, cond: int, body: int) -> bytes:
+    """`model` with its WHILE's cond/body subgraph indices patched in place (the two
+    int32 fields of its WhileOptions table)."""
+    import tflite
+
+    m = tflite.Model.GetRootAs(model, 0)
+    op = m.Subgraphs(0).Operators(0)
+    table = op.BuiltinOptions()
+    opts = tflite.WhileOptions()
+    opts.Init(table.Bytes, table.Pos)
+    data = bytearray(model)
+    for slot, value in ((4, cond), (6, body)):       # vtable offsets of the two fields
+        field = opts._tab.Offset(slot)
+        assert field, "field written"
+        data[table.Pos + field:table.Pos + field + 4] = np.int32(value).tobytes()
+    return bytes(data)
