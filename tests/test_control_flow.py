@@ -1,12 +1,13 @@
 """WHILE and IF (frontend/control_flow.py): loops with a static trip count unrolled into
 the main graph, IF with a constant condition inlined, the rest refused in one line.
 
-- int8 models with a real WHILE (and IF) built here: kiln (unrolled) is bit-exact with
-  tflite-micro, whose while and if kernels run the subgraphs;
+- int8 models with a real WHILE (and IF, and a nested WHILE) built here: kiln (unrolled)
+  is bit-exact with tflite-micro, whose while and if kernels run the subgraphs;
+- hostile ones (a run-time bound, too many trips, nested loops that fold to nothing,
+  wrong subgraph indices, a loop value that changes quantization) are refused;
 - Keras GRU and SimpleRNN as TF's converter writes them (tests/fixtures/recurrent/, made
-  by make_models.py there): the float evaluator of the unrolled graph matches tflite-micro
-  running the WHILE; `kiln quantize` of them runs in tflite-micro exactly as in kiln and
-  keeps the float model's top class (test_quantize_recurrent.py... here, below).
+  by make_models.py there): the float evaluator of the unrolled graph matches
+  tflite-micro running the WHILE. Their quantization: tests/test_quantize_recurrent.py.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import numpy as np
 import pytest
 
 from kiln.compiler import compile as kiln_compile
-from kiln.compiler import load, quantize
+from kiln.compiler import load
 from kiln.compiler.errors import ModelError
-from kiln.compiler.frontend import control_flow, tflite_writer
+from kiln.compiler.frontend import control_flow
 from kiln.compiler.quantize import FloatModel, prepare
 from reference import assert_equal_exact, run_reference
 from resource_builder import Subgraph, build_subgraphs

@@ -233,10 +233,9 @@ class _Unroller:
                 raise ModelError(f"{op.describe()}: its condition {cond.name} is computed at "
                                  "run time; kiln compiles IF with a constant condition only "
                                  "(it takes the branch at compile time)")
-            taken = bool(cond.data.reshape(-1)[0])
-            k = op.options.get("then_subgraph_index" if taken else "else_subgraph_index")
-            return self.inline(k, op.inputs[1:], op, depth, f"{prefix}{'then' if taken else 'else'}",
-                               emit)
+            branch = "then" if bool(cond.data.reshape(-1)[0]) else "else"
+            k = op.options.get(f"{branch}_subgraph_index")
+            return self.inline(k, op.inputs[1:], op, depth, f"{prefix}{branch}", emit)
         cond_k = op.options.get("cond_subgraph_index")
         body_k = op.options.get("body_subgraph_index")
         if any(t < 0 for t in op.inputs):
@@ -317,7 +316,8 @@ def lower_control_flow(graph: Graph, read_subgraph: Callable[[int], Subgraph],
     for tid in outputs:
         t = graph.tensor(tid)
         if t.is_const or tid in graph.inputs:
-            raise ModelError(f"model output {t.name} is a {'constant' if t.is_const else 'model input'} "
-                             "passed through control flow; kiln needs an op to write it")
+            what = "constant" if t.is_const else "model input"
+            raise ModelError(f"model output {t.name} is a {what} passed through control "
+                             "flow; kiln needs an op to write it")
     graph.outputs = outputs
     return graph
