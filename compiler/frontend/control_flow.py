@@ -50,13 +50,15 @@ _BINARY = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply,
            "LESS": np.less, "LESS_EQUAL": np.less_equal, "GREATER": np.greater,
            "GREATER_EQUAL": np.greater_equal, "EQUAL": np.equal, "NOT_EQUAL": np.not_equal,
            "LOGICAL_AND": np.logical_and, "LOGICAL_OR": np.logical_or}
-_UNARY = {"LOGICAL_NOT": np.logical_not, "CAST": None, "RESHAPE": None, "SQUEEZE": None,
-          "EXPAND_DIMS": None, "IDENTITY": None}
+_VIEWS = ("CAST", "RESHAPE", "SQUEEZE", "EXPAND_DIMS", "IDENTITY")   # the value, re-typed
 _FOLD_DTYPES = ("int32", "int64", "bool")
 # Folded here: counters and conditions, a few values each. Larger integer arithmetic stays
 # an op (passes/fold_constants.py may fold it, within its own bound): a hostile loop
 # cannot make each of its thousands of steps allocate a large array.
 _MAX_FOLD_ELEMENTS = 1 << 12
+# An unrolled copy's name: <body tensor>@<tag>, the tag "step<N>" in a loop, prefixed by
+# the tags of the loops and branches around it ("step2.then.step0").
+_STEP_NAME = re.compile(r"(.*)@((?:[a-z]+\d*\.)*)step\d+")
 
 
 def step_copies(graph: Graph) -> dict[tuple[str, str], list[int]]:
@@ -70,9 +72,6 @@ def step_copies(graph: Graph) -> dict[tuple[str, str], list[int]]:
         if m and not t.is_const:
             groups.setdefault((m.group(1), m.group(2)), []).append(t.id)
     return {k: v for k, v in groups.items() if len(v) > 1}
-
-
-_STEP_NAME = re.compile(r"(.*)@((?:[a-z]+\d*\.)*)step\d+")
 
 
 class _NotStatic(Exception):
@@ -95,9 +94,10 @@ def _fold(op: Op, inputs: list[Tensor], out: Tensor) -> np.ndarray | None:
     if op.type in _BINARY and len(inputs) == 2:
         a, b = (t.data.astype(np.int64) if t.dtype != "bool" else t.data for t in inputs)
         value = _BINARY[op.type](a, b)
-    elif op.type in _UNARY and inputs:
-        a = inputs[0].data
-        value = np.logical_not(a) if op.type == "LOGICAL_NOT" else a.astype(np.int64)
+    elif op.type == "LOGICAL_NOT" and inputs:
+        value = np.logical_not(inputs[0].data)
+    elif op.type in _VIEWS and inputs:
+        value = inputs[0].data.astype(np.int64)
     else:
         return None
     if value.size != out.size:
