@@ -1054,6 +1054,20 @@ def _resize(g: GraphBuilder, d: Draw, x: int) -> int:
     return o
 
 
+@builder("RESIZE_BILINEAR", rank=4)
+def _resize_bilinear(g: GraphBuilder, d: Draw, x: int) -> int:
+    n, h, w, c = g.shape(x)
+    size = [d.int(1, 9), d.int(1, 9)]
+    if d.hostile("size", 0.4):
+        size[d.int(0, 1)] = d.pick([0, -1, 2**16, I32_MAX, 46341, 91 * max(h, 1)])
+    ac = d.rng.random() < 0.3
+    hp = not ac and d.rng.random() < 0.4
+    o = g.out((n, size[0], size[1], c), g.dtype(x), _same_q(g, x))
+    g.op("RESIZE_BILINEAR", [x, g.const(size, "int32", (2,))], [o],
+         {"align_corners": ac, "half_pixel_centers": hp})
+    return o
+
+
 @builder("QUANTIZE")
 def _quantize(g: GraphBuilder, d: Draw, x: int) -> int:
     # x is int8 here (requantize); a float → int8 QUANTIZE is built as a model input
