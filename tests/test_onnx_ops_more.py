@@ -446,3 +446,70 @@ def test_unet_on_qemu(tmp_path):
     for x, y in zip(xs, r.outputs[0]):
         np.testing.assert_array_equal(y, art.run(x[None])[0].reshape(y.shape))
         np.testing.assert_array_equal(y, run_reference(exported, [x[None]])[0].reshape(y.shape))
+
+
+# --------------------------------------------------------- the same ops in float .tflite
+
+def _float(shape) -> "TensorSpec":
+    from tflite_builder import TensorSpec
+    return TensorSpec(tuple(shape), "float32")
+
+
+def _float_tflite_cases():
+    from tflite_builder import const
+    w = f32(3, 2, 2, 4, scale=0.4)           # OHWI
+    return {
+        "SLICE": ("SLICE", [_float((1, 6, 5, 3)), const([0, 1, 2, 0]), const([1, 4, -1, 2])],
+                  [_float((1, 4, 3, 2))], {}),
+        "SPLIT_V": ("SPLIT_V", [_float((1, 4, 5, 6)), const([2, 4]), const(3)],
+                    [_float((1, 4, 5, 2)), _float((1, 4, 5, 4))], {"num_splits": 2}),
+        "SPLIT": ("SPLIT", [const(1), _float((1, 6, 3, 2))],
+                  [_float((1, 3, 3, 2)), _float((1, 3, 3, 2))], {"num_splits": 2}),
+        "GATHER": ("GATHER", [_float((1, 5, 4, 3)), const([3, 0, 3])], [_float((1, 3, 4, 3))],
+                   {"axis": 1}),
+        "RESIZE_NEAREST_NEIGHBOR": ("RESIZE_NEAREST_NEIGHBOR", [_float((1, 3, 4, 2)), const([7, 5])],
+                                    [_float((1, 7, 5, 2))], {"half_pixel_centers": True}),
+        "RESIZE_BILINEAR": ("RESIZE_BILINEAR", [_float((1, 3, 4, 2)), const([6, 7])],
+                            [_float((1, 6, 7, 2))], {"align_corners": True}),
+        "STRIDED_SLICE": ("STRIDED_SLICE", [_float((1, 6, 5, 3)), const([0, 5, 0, 0]),
+                                            const([1, 0, 5, 3]), const([1, -2, 2, 1])],
+                          [_float((1, 3, 3, 3))], {"end_mask": 2}),
+        "TRANSPOSE_CONV": ("TRANSPOSE_CONV", [const([1, 7, 9, 3]), const(w, "float32"),
+                                              _float((1, 4, 5, 4)), const(f32(3), "float32")],
+                           [_float((1, 7, 9, 3))], {"padding": "SAME", "stride_h": 2, "stride_w": 2}),
+        "PRELU": ("PRELU", [_float((1, 4, 5, 3)), const(np.abs(f32(1, 1, 3)) * 0.3, "float32")],
+                  [_float((1, 4, 5, 3))], {}),
+    }
+
+
+@pytest.mark.parametrize("op", sorted(_float_tflite_cases()))
+def test_float_tflite_op_quantizes(op):
+    """A float .tflite of one of these ops: kiln's float evaluator = TFLite's float
+    reference kernels, and kiln's int8 model (quantized with calibration) runs as its
+    export does in tflite-micro, tracking the float outputs."""
+    from reference import run_reference, run_tflite_ref
+    from tflite_builder import single_op_model
+
+    from kiln.compiler import compile, quantize
+    from kiln.compiler.frontend.tflite_writer import write
+    from kiln.compiler.quantize import FloatModel, prepare
+
+    op_type, ins, outs, options = _float_tflite_cases()[op]
+    data = single_op_model(op_type, ins, outs, options)
+    g = load(data)
+    shape = g.tensor(g.inputs[0]).shape
+    xs = test_onnx.RNG.uniform(-2, 2, size=(4, *shape)).astype(np.float32)
+    floats = FloatModel(prepare(g)).run([xs])
+    for k, x in enumerate(xs):
+        for got, want in zip(floats, run_tflite_ref(data, [x])):
+            np.testing.assert_allclose(got[k].reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+    q = quantize(g, np.concatenate([xs, test_onnx.RNG.uniform(-2, 2, size=(32, *shape))]))
+    art, exported = compile(q, board="host"), write(q)
+    tin = q.tensor(q.inputs[0])
+    for k, x in enumerate(xs):
+        qx = test_onnx.to_int8(x, tin)
+        ys = art.run(qx)
+        for i, (y, ref) in enumerate(zip(ys, run_reference(exported, [qx]))):
+            np.testing.assert_array_equal(y, ref.reshape(y.shape))
+            tout = q.tensor(q.outputs[i])
+            assert test_onnx.sqnr_db(floats[i][k], test_onnx.from_int8(y, tout).reshape(floats[i][k].shape)) > 25
