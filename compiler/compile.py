@@ -8,7 +8,7 @@ import numpy as np
 
 from .artifact import Artifact
 from .codegen import explain, generate, weights_bytes
-from .codegen.fit import fit_weights, widen_for_speed
+from .codegen.fit import fit_weights, share_code, widen_for_speed
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
 from .errors import BoardError
@@ -151,6 +151,10 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     split = spec.multi_region       # weights array by array across memory regions
     files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
                                            optimize=optimize, split_weights=split)
+    layer_knobs, shared = share_code(layers, layer_knobs, target)   # codegen/fit.py
+    if shared:
+        files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
+                                               optimize=optimize, split_weights=split)
     budget = weights_budget(spec)
     moves: list[dict] = []
     widened: list[dict] = []
@@ -197,6 +201,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "weights_budget_bytes": budget,
         # Layers moved to variants with smaller weights so the model fits the flash.
         "flash_fit": moves,
+        # Small layers moved onto a kernel other layers link anyway (less code).
+        "shared_code": shared,
         # --optimize speed: layers moved to int16-pair filters (faster, bigger) that fit.
         "speed_widen": widened,
         "tuning": {"records": str(records.path) if records is not None and records.path

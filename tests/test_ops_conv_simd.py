@@ -330,7 +330,7 @@ def test_every_fully_connected_candidate_on_host():
     kernels = run_every_candidate(fc_rows_cases(313, 20) + fc_tail_cases(314), seed=17)
     assert kernels >= {"kiln_fully_connected_rows_s8", "kiln_fully_connected_rows2_s8",
                        "kiln_fully_connected_rows8_s8", "kiln_fully_connected_rows8_p8_s8",
-                       "kiln_fully_connected_s8"}
+                       "kiln_fully_connected_s8", "kiln_conv2d_gemm_p8_s8"}
 
 
 def test_every_simd_candidate_banded_in_place_on_host():
@@ -441,9 +441,10 @@ def test_variant_choice_follows_the_target():
             for k in candidates("FULLY_CONNECTED", fc, DSP)] == [
         ("kiln_fully_connected_rows8_p8_s8", 8),
         ("kiln_fully_connected_rows8_s8", 8), ("kiln_fully_connected_rows_s8", 4),
-        ("kiln_fully_connected_rows2_s8", 2), ("kiln_fully_connected_s8", None)]
+        ("kiln_fully_connected_rows2_s8", 2), ("kiln_conv2d_gemm_p8_s8", None),
+        ("kiln_fully_connected_s8", None)]
     assert {fully_connected_variant(fc, DSP, k).scratch
-            for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0}
+            for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0, 5 * 32}
 
 
 def test_dwconv_packing_pads_channels_to_blocks_of_four():

@@ -10,6 +10,8 @@ moves to the earliest candidate (the default first, then by speed) storing fewer
 than its current one, until the weights fit or no move is left. Widening (speed builds):
 layers still on their int8-pair default move to the int16 twin, the largest first, while
 the weights stay within the budget. Both are deterministic: ties break on the layer index.
+Sharing code (share_code): a small fully connected layer runs on the convolutions' gemm
+kernel when that spares the firmware a kernel of its own.
 """
 
 from __future__ import annotations
@@ -99,4 +101,42 @@ def widen_for_speed(graph: Graph, target: Target, shapes: dict[int, tuple[str, o
         weights -= neg
         knobs[step] = wide
         moves.append({"layer": step, "from": default, "to": wide, "added_bytes": -neg})
+    return knobs, moves
+
+
+# A FULLY_CONNECTED up to this many MACs costs a few thousand instructions on any of its
+# kernels (ResNet-8's 640 MACs: 0.1% of the model), while its rows kernel costs about 3 KB
+# of code on the M4 when no other layer needs it.
+SHARE_MAX_MACS = 4096
+_FC_ROWS_P8 = "kiln_fully_connected_rows8_p8_s8"
+
+
+def share_code(layers: list, layer_knobs: dict[int, dict], target: Target
+               ) -> tuple[dict[int, dict], list[dict]]:
+    """(layer knobs, moves): untuned FULLY_CONNECTED layers of at most SHARE_MAX_MACS on
+    the int8-pair rows kernel run as 1x1 convolutions on the int8-pair gemm instead, when
+    a convolution links the gemm anyway and no other layer needs the rows kernel: the
+    firmware then carries one of the two kernels. `layers`: the lowered layers (codegen
+    generate). A move is {"layer", "from", "to", "why"}."""
+    def on_gemm(e) -> bool:
+        return e.code.kernel.startswith("kiln_conv2d_gemm_p8")
+
+    small = [i for i, e in enumerate(layers)
+             if e.code.kernel == _FC_ROWS_P8 and e.code.macs <= SHARE_MAX_MACS
+             and i not in layer_knobs]
+    rows_needed = any(e.code.kernel == _FC_ROWS_P8 for i, e in enumerate(layers)
+                      if i not in small)
+    knobs = dict(layer_knobs)
+    moves: list[dict] = []
+    if not small or rows_needed or not any(on_gemm(e) for e in layers):
+        return knobs, moves
+    for i in small:
+        e = layers[i]
+        gemm = [k for k in candidates(e.op.type, e.code.shape, target) if k["variant"] == "gemm"]
+        if not gemm:
+            continue
+        knobs[i] = gemm[0]
+        moves.append({"layer": i, "from": e.code.knobs, "to": gemm[0],
+                      "why": f"{e.code.macs} MACs: the convolutions' gemm instead of "
+                             f"{_FC_ROWS_P8}, which no other layer needs"})
     return knobs, moves
