@@ -122,8 +122,9 @@ _PAIRED_KERNELS = {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8",
 def _banded_modes(graph: Graph, op: Op, layer: int, code: LayerCode) -> list[OverlapMode]:
     ctx = LowerCtx(graph=graph, op=op, layer=layer)
     x, w, y = ctx.input(0), ctx.input(1), ctx.output(0)
-    if x is None or w is None or len(x.shape) != 4 or x.shape[0] != 1 or y.shape[0] != 1:
-        return []
+    if (x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4 or x.shape[0] != 1
+            or y.shape[0] != 1):
+        return []    # a FULLY_CONNECTED lowered to the GEMM kernel has a 2-D filter: no band
     g = _geometry(ctx, (x.shape[1], x.shape[2]), (w.shape[1], w.shape[2]))
     flat = (w.shape[1] == w.shape[2] == 1 and g.stride == (1, 1) and g.padding == (0, 0)
             and tuple(x.shape[1:3]) == tuple(y.shape[1:3]))
