@@ -121,14 +121,15 @@ def test_px2_on_host(smallest_tile):
 
 
 @pytest.mark.slow
-def test_px2_clean_under_sanitizers(tmp_path: Path):
+@pytest.mark.parametrize("smallest_tile", [False, True])
+def test_px2_clean_under_sanitizers(tmp_path: Path, smallest_tile: bool):
     """Built with -fsanitize=address,undefined: no read outside the input, the filter, the
-    quantization tables or the scratch, whatever C % 4 and the padding."""
+    quantization tables or the scratch, whatever C % 4, the padding and the tiles."""
     require_tool("cc")
     from kiln.compiler.host_build import build_executable
     from test_ops_conv import _sanitizer_main
     cases = _eligible(px2_cases(611))
-    art, xs, want = _compile(cases, optimize="speed")
+    art, xs, want = _compile(cases, smallest_tile, optimize="speed")
     sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
     exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
                            tmp_path / "build", sanitize=True)
