@@ -149,6 +149,18 @@ def test_1x1_consumer_folds_any_constant():
     assert art.report["ops"][0]["removed_channels"]["outputs"] == [1, 4, 6]
 
 
+def test_fold_gives_a_layer_without_bias_one():
+    net = Net(np.random.default_rng(13))
+    x = net.input((1, 4, 4, 3))
+    a = net.conv(x, 5, k=1, dead={1: POS, 3: NEG}, name="a")
+    y = net.conv(a, 4, k=1, name="b")
+    net.ops[-1].inputs[2] = -1                    # b has no bias
+    art = _run(net.model([y]))
+    assert _removed(art) == [{"outputs": [1, 3]}, {"inputs": [1, 3]}]
+    bias = art.graph.tensor(art.graph.ops[1].inputs[2])
+    assert bias.dtype == "int32" and bias.shape == (4,) and bias.data.any()
+
+
 def test_same_3x3_consumer_takes_only_the_zero_point():
     """Channel 2 (RELU of a negative bias) is the zero point: it reads like padding and
     is removed; channel 5 (a positive constant) would differ at the borders: kept."""

@@ -23,10 +23,11 @@ channel of a dead one, a filter that reads only constant channels). A tensor tha
 model output, is read by any other op (ADD, CONCATENATION, ...), is read twice or is
 not int8 keeps all its channels, and so does any channel a reader cannot take exactly.
 At least one channel of every tensor stays, and a depthwise layer keeps a multiple of
-DEPTHWISE_CHANNEL_MULTIPLE channels where removing fewer of them can give one. The kept channels' arithmetic is unchanged:
-their filters, per-channel scales and biases are sliced, and folding only adds to a
-bias the exact integer the removed inputs contributed (checked to keep the kernels'
-accumulator bound). Each changed op records what it lost in `op.removed` (original
+DEPTHWISE_CHANNEL_MULTIPLE channels where removing fewer of them can give one. The kept
+channels' arithmetic is unchanged: their filters, per-channel scales and biases are
+sliced, and folding only adds to a bias (a new one where the layer had none) the exact
+integer the removed inputs contributed (checked to keep the kernels' accumulator
+bound). Each changed op records what it lost in `op.removed` (original
 channel indices) and `op.notes` (the layer's C comment, kiln.json).
 """
 
