@@ -221,7 +221,7 @@ def place_model(report: dict, arrays: list[tuple[str, int]], board: Board) -> di
                    "elements) of a layer over its largest constant; the arena: the sum "
                    "over layers per arena byte",
         "code": board.flash.name, "data": board.ram.name, "stack": board.ram.name,
-        "arena": p.where.get("arena") if "arena" in p.where else None,
+        "arena": p.where.get("arena"),
         "state": p.where.get("state"),
         "weights": {i.name: p.where.get(i.name) for i in items if i.what == "weights"},
         "unplaced": p.unplaced,
@@ -251,9 +251,6 @@ def linker_sections(placement: dict, board: Board) -> list[dict]:
     for r in board.memories:
         const = [WEIGHTS_PREFIX + name for name, where in placement["weights"].items()
                  if where == r.name and r.name != board.flash.name]
-        for name in placement["weights"]:
-            if not _C_NAME.match(name):
-                raise ValueError(f"weights array {name!r} is not a C identifier")
         bss = []
         if placement.get("arena") == r.name and r.name != board.ram.name:
             bss += ARENA_SECTIONS
