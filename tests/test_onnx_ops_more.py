@@ -138,6 +138,9 @@ CASES = {
     "convt_stride2_pads1": conv_t_case(4, 2, (3, 3), (4, 5), strides=[2, 2], pads=[1, 1, 1, 1]),
     "convt_asym_pads": conv_t_case(3, 3, (4, 3), (4, 4), strides=[2, 1], pads=[2, 0, 1, 1]),
     "convt_valid_k3": conv_t_case(2, 3, (3, 3), (3, 4), strides=[2, 2], auto_pad="VALID"),
+    "convt_1d_stride2_pads1_outpad1": conv_t_case(4, 3, (3,), (9,), strides=[2], pads=[1, 1],
+                                                  output_padding=[1]),
+    "convt_1d_stride4_k4": conv_t_case(2, 3, (4,), (6,), strides=[4]),
     # PRelu → PRELU
     "prelu_per_channel": single("PRelu", (1, 4, 5, 6), [("s", np.abs(f32(4, 1, 1)) * 0.3)]),
     "prelu_scalar": single("PRelu", (1, 4, 5, 6), [("s", np.array([0.2], np.float32))]),
@@ -184,6 +187,10 @@ CASES = {
                                                sizes=[1, 3, 7, 9]),
     "resize_linear_asymmetric_down": resize_case((1, 3, 8, 6), "linear", "asymmetric",
                                                  sizes=[1, 3, 4, 3]),
+    "resize_1d_nearest_x2": resize_case((1, 3, 10), "nearest", "asymmetric", scales=[1, 1, 2],
+                                        nearest="floor"),
+    "resize_1d_linear_half_pixel": resize_case((1, 3, 10), "linear", "half_pixel",
+                                               sizes=[1, 3, 25]),
 }
 
 

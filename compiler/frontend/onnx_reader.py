@@ -1240,9 +1240,13 @@ class _Converter:
         w = self._c(node, 1, "weights").astype(np.float32)
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
+        one_d = w.ndim == 3
+        if one_d:       # a 2-D one over [N, 1, L, C]
+            a = {**_as_2d(a), "output_padding": [0] + list(a.get("output_padding", [0]))}
+            w = w[:, :, None, :]
         refuse = None
         if w.ndim != 4:
-            refuse = f"{w.ndim - 2}-D ConvTranspose (kiln reads 2-D)"
+            refuse = f"{w.ndim - 2}-D ConvTranspose (kiln reads 1-D and 2-D)"
         elif int(a.get("group", 1)) != 1:
             refuse = f"group={a['group']}"
         elif any(int(d) != 1 for d in a.get("dilations", [1, 1])):
@@ -1256,7 +1260,7 @@ class _Converter:
                              "(kiln reads group 1, dilation 1, explicit pads, strides and "
                              "output_padding)")
         c_in, m, kh, kw = w.shape
-        x = self._input(node.input[0])
+        x = self._as_nwc(node.input[0]) if one_d else self._input(node.input[0])
         n, h, wd, c = self.tensors[x].shape
         if c != c_in:
             raise ModelError(f"{self._where()}: weights for {c_in} input channels, input has {c}")
@@ -1264,7 +1268,9 @@ class _Converter:
         pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])] if auto == "NOTSET" else [0] * 4
         if min(pads) < 0 or min(sh, sw) < 1:
             raise ModelError(f"{self._where()}: negative pads or non-positive strides")
-        _, _, oh, ow = self._shape(node.output[0])
+        if one_d:
+            self.nwc.add(node.output[0])
+        _, _, oh, ow = (self._2d_shape(node.output[0]) if one_d else self._shape(node.output[0]))
         bias = (self._c(node, 2, "bias").astype(np.float32).reshape(-1)
                 if len(node.input) > 2 and node.input[2] else np.zeros(m, np.float32))
 
@@ -1420,12 +1426,18 @@ class _Converter:
         if a.get("antialias", 0) and mode == "linear" and any(o < i for o, i in zip(out, shape)):
             raise ModelError(f"{self._where()}: Resize with antialias=1 (downsampling); "
                              "TFLite's RESIZE_BILINEAR does not antialias")
-        if len(shape) != 4 or tuple(out[:2]) != tuple(shape[:2]) or value not in self.nhwc:
+        one_d = len(shape) == 3         # [N, C, L], resized as [N, C, 1, L]
+        if (len(shape) not in (3, 4) or tuple(out[:2]) != tuple(shape[:2])
+                or (len(shape) == 4 and value not in self.nhwc)):
             raise ModelError(f"{self._where()}: Resize of {list(shape)} to {list(out)}; kiln "
-                             "resizes the spatial axes (H, W) of a rank-4 value only")
+                             "resizes the spatial axes (L, or H and W) of a rank-3 or rank-4 "
+                             "value only")
+        if one_d:
+            shape, out = (shape[0], shape[1], 1, shape[2]), (out[0], out[1], 1, out[2])
         scales = None
         if len(node.input) > 2 and node.input[2] and self._c(node, 2, "scales").size:
             scales = [float(v) for v in self._c(node, 2, "scales").reshape(-1)][2:]
+            scales = [1.0] + scales if one_d else scales
         modes = ((False, False), (True, False), (False, True))
         found = None
         for ac, hp in modes:
@@ -1444,7 +1456,10 @@ class _Converter:
         ac, hp = found
         size = self._const(name + "_size", np.array(out[2:], np.int32))
         op_type = "RESIZE_NEAREST_NEIGHBOR" if mode == "nearest" else "RESIZE_BILINEAR"
-        self._op(op_type, [self._input(value), size], [self._out(name)],
+        if one_d:
+            self.nwc.add(name)
+        x = self._as_nwc(value) if one_d else self._input(value)
+        self._op(op_type, [x, size], [self._out(name)],
                  {"align_corners": ac, "half_pixel_centers": hp})
 
     @staticmethod
