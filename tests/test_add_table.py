@@ -54,6 +54,7 @@ def test_no_shifted_input_is_refused_by_the_table_variant():
     assert shifted_input(3, 0.3, -7, 0.45) is None
     assert add_variant("ADD", ADD_LUT_MIN_ELEMENTS, shifted=False) == "kiln_add_s8"
     assert add_variant("SUB", ADD_LUT_MIN_ELEMENTS, shifted=True) == "kiln_add_lut_s8"
+    assert add_variant("SUB", ADD_LUT_MIN_ELEMENTS, same_shape=True) == "kiln_add_lut_same_s8"
 
 
 def test_either_input_shifted_matches_tflm():
@@ -75,4 +76,4 @@ def test_either_input_shifted_matches_tflm():
                                   TensorSpec(out, scale=0.07, zero_point=zo),
                                   {"fused_activation_function": "RELU" if big == 1 else "NONE"}))
     art = run_cases(cases, rng)
-    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_add_lut_s8"}
+    assert {o["kernel"] for o in art.report["ops"]} == {"kiln_add_lut_s8", "kiln_add_lut_same_s8"}

@@ -123,7 +123,8 @@ def test_random_cases_match_tflm(op, seed):
     art = run_cases(_random_cases(op, rng, 45), rng)
     kernels = {o["kernel"] for o in art.report["ops"]}
     if op in ("ADD", "SUB"):
-        assert kernels == {add_variant(op, 1), "kiln_add_lut_s8"}   # both variants ran
+        # all variants ran: direct, table with broadcasting, table on same shapes
+        assert kernels == {add_variant(op, 1), "kiln_add_lut_s8", "kiln_add_lut_same_s8"}
 
 
 def _grid(shape=(1, 256, 256)) -> tuple[np.ndarray, np.ndarray]:
@@ -176,11 +177,12 @@ def test_add_sub_all_input_pairs_and_multiplier_derivation(variant, monkeypatch)
     art = run_cases(cases, rng, inputs=[(a, b)] * len(cases))
     kernels = {o["kernel"] for o in art.report["ops"]}
     direct = {"kiln_add_s8", "kiln_sub_s8"}
-    assert kernels == ({"kiln_add_lut_s8"} if variant == "table" else direct)
+    assert kernels == ({"kiln_add_lut_same_s8"} if variant == "table" else direct)
 
 
 def test_add_variant_choice_and_tables():
     assert add_variant("ADD", ADD_LUT_MIN_ELEMENTS) == "kiln_add_lut_s8"
+    assert add_variant("ADD", ADD_LUT_MIN_ELEMENTS, same_shape=True) == "kiln_add_lut_same_s8"
     assert add_variant("SUB", ADD_LUT_MIN_ELEMENTS - 1) == "kiln_sub_s8"
     t = add_input_table(-128, 0.5)
     assert t.dtype == np.int32 and t.shape == (256,) and int(np.abs(t).max()) < (1 << 30)

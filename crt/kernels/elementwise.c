@@ -205,24 +205,44 @@ static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_
     }
 }
 
-static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
-                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
+/* A row of kiln_add_lut_s8 where both inputs are whole rows (steps of one). */
+static void add_lut_whole(const kiln_add_lut_params_t *p, const int8_t *a, const int8_t *b,
+                          int8_t *out, int32_t len)
 {
-    const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
     const int32_t *table = p->table + 128;
     const int shifted_first = p->shifted_input == 1;
-    const int8_t *u = (const int8_t *)(shifted_first ? b_row : a_row);
-    const int8_t *v = (const int8_t *)(shifted_first ? a_row : b_row);
-    const int32_t u_step = shifted_first ? b_step : a_step;
-    const int32_t v_step = shifted_first ? a_step : b_step;
-    int8_t *out = (int8_t *)out_row;
-    if (u_step == 0 || v_step == 0) {        /* a broadcast input: the rarer case */
-        add_lut_elements(p, table, u, u_step, v, v_step, out, len, p->shifted_sign);
-    } else if (p->shifted_sign > 0) {        /* both whole rows: steps of one */
+    const int8_t *u = shifted_first ? b : a;
+    const int8_t *v = shifted_first ? a : b;
+    if (p->shifted_sign > 0) {
         add_lut_elements(p, table, u, 1, v, 1, out, len, 1);
     } else {
         add_lut_elements(p, table, u, 1, v, 1, out, len, -1);
     }
+}
+
+static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
+                        const void *b_row, int32_t b_step, void *out_row, int32_t len)
+{
+    const kiln_add_lut_params_t *p = (const kiln_add_lut_params_t *)params;
+    if (a_step != 0 && b_step != 0) {
+        add_lut_whole(p, (const int8_t *)a_row, (const int8_t *)b_row, (int8_t *)out_row, len);
+        return;
+    }
+    /* A broadcast input: the rarer case, one loop for either sign. */
+    const int shifted_first = p->shifted_input == 1;
+    const int8_t *u = (const int8_t *)(shifted_first ? b_row : a_row);
+    const int8_t *v = (const int8_t *)(shifted_first ? a_row : b_row);
+    add_lut_elements(p, p->table + 128, u, shifted_first ? b_step : a_step, v,
+                     shifted_first ? a_step : b_step, (int8_t *)out_row, len, p->shifted_sign);
+}
+
+static int add_lut_params_valid(const kiln_add_lut_params_t *params)
+{
+    return params != NULL && params->table != NULL &&
+           (params->shifted_input == 1 || params->shifted_input == 2) &&
+           (params->shifted_sign == 1 || params->shifted_sign == -1) &&
+           params->output.shift <= 0 && params->output.shift >= -31 &&
+           params->activation.min <= params->activation.max;
 }
 
 kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
@@ -230,15 +250,36 @@ kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (params == NULL || params->table == NULL ||
-        (params->shifted_input != 1 && params->shifted_input != 2) ||
-        (params->shifted_sign != 1 && params->shifted_sign != -1) ||
-        params->output.shift > 0 || params->output.shift < -31 ||
-        params->activation.min > params->activation.max) {
+    if (!add_lut_params_valid(params)) {
         return KILN_ERR_ARG;
     }
     return kiln_broadcast_rows(params, 1, input1_dims, input1, input2_dims, input2,
                                output_dims, output, add_lut_row);
+}
+
+static int same_dims(const kiln_dims_t *a, const kiln_dims_t *b)
+{
+    return a->n == b->n && a->h == b->h && a->w == b->w && a->c == b->c;
+}
+
+kiln_status_t kiln_add_lut_same_s8(const kiln_add_lut_params_t *params,
+                                   const kiln_dims_t *input1_dims, const int8_t *input1,
+                                   const kiln_dims_t *input2_dims, const int8_t *input2,
+                                   const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (!add_lut_params_valid(params) || input1 == NULL || input2 == NULL || output == NULL ||
+        input1_dims == NULL || input2_dims == NULL || output_dims == NULL ||
+        !same_dims(input1_dims, output_dims) || !same_dims(input2_dims, output_dims) ||
+        output_dims->n < 1 || output_dims->h < 1 || output_dims->w < 1 || output_dims->c < 1) {
+        return KILN_ERR_ARG;
+    }
+    const int64_t count = (int64_t)output_dims->n * output_dims->h * output_dims->w *
+                          output_dims->c;
+    if (count > INT32_MAX) {
+        return KILN_ERR_ARG;
+    }
+    add_lut_whole(params, input1, input2, output, (int32_t)count);
+    return KILN_OK;
 }
 
 /* --- MUL ------------------------------------------------------------------------ */

@@ -95,6 +95,13 @@ kiln_status_t kiln_add_lut_s8(const kiln_add_lut_params_t *params,
                               const kiln_dims_t *input2_dims, const int8_t *input2,
                               const kiln_dims_t *output_dims, int8_t *output);
 
+/* kiln_add_lut_s8 on inputs of the output's shape (the three dims equal, else
+ * KILN_ERR_ARG): one run over the elements, without the broadcast walk's code. */
+kiln_status_t kiln_add_lut_same_s8(const kiln_add_lut_params_t *params,
+                                   const kiln_dims_t *input1_dims, const int8_t *input1,
+                                   const kiln_dims_t *input2_dims, const int8_t *input2,
+                                   const kiln_dims_t *output_dims, int8_t *output);
+
 /* MUL: y = clamp(requant((x1 + input1_offset) * (x2 + input2_offset), output)
  *                + output_offset, activation).
  * output is input1 scale * input2 scale / output scale; its shift may be

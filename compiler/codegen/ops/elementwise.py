@@ -6,8 +6,8 @@ symmetric: TFLM requires zero point 0 for MUL, and kiln for all three (what the
 converter writes). TFLM runs int16 ADD/SUB on the general path with a left shift of 15
 whatever the options' pot_scale_int16 says, so kiln does too. Broadcast shapes are
 collapsed here, so the kernel sees at most 4 dims with the longest possible innermost run.
-Large ADD/SUB use a table variant (`kiln_add_lut_s8`); `add_variant` is the one place that
-chooses.
+Large ADD/SUB use a table variant (`kiln_add_lut_s8`, `kiln_add_lut_same_s8` without
+broadcasting); `add_variant` is the one place that chooses.
 """
 
 from __future__ import annotations
@@ -204,17 +204,19 @@ def _call(kernel: str, ctx: LowerCtx, params: str | None) -> str:
 # --- lowerings -----------------------------------------------------------------------
 
 def add_variant(op_type: str, output_elements: int, dtype: str = "int8",
-                mve: bool = False, shifted: bool = True) -> str:
+                mve: bool = False, shifted: bool = True, same_shape: bool = False) -> str:
     """The ADD/SUB kernel for an output of this many elements (the only place the
     choice is made); `mve`: an MVE target and inputs of the output's shape, where the
     Helium kernel (crt/kernels/elementwise_mve.c) takes every size; `shifted`: one input
-    rescales by a shift (`shifted_input`), which the table variant needs."""
+    rescales by a shift (`shifted_input`), which the table variant needs; `same_shape`:
+    both inputs have the output's shape, so the table variant needs no broadcast walk
+    (kiln_add_lut_same_s8: a firmware without broadcasts links none)."""
     if dtype == "int16":
         return "kiln_add_s16" if op_type == "ADD" else "kiln_sub_s16"
     if mve:
         return "kiln_add_mve_s8" if op_type == "ADD" else "kiln_sub_mve_s8"
     if output_elements >= ADD_LUT_MIN_ELEMENTS and shifted:
-        return "kiln_add_lut_s8"
+        return "kiln_add_lut_same_s8" if same_shape else "kiln_add_lut_s8"
     return "kiln_add_s8" if op_type == "ADD" else "kiln_sub_s8"
 
 
@@ -263,10 +265,11 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
     shifted = shifted_input(z1, r1, z2, r2) if out.dtype == "int8" else None
+    same = a.size == b.size == out.size        # (broadcast shapes: then no broadcast)
     kernel = add_variant(ctx.op.type, out.size, out.dtype,
                          ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape),
-                         shifted is not None)
-    if kernel == "kiln_add_lut_s8":
+                         shifted is not None, same)
+    if kernel in ("kiln_add_lut_s8", "kiln_add_lut_same_s8"):
         table, sign = add_lut_table(ctx.op.type, shifted, z1, r1, z2, r2)
         (zu, ru), zv = ((z2, r2), z1) if shifted == 1 else ((z1, r1), z2)
         negated = ", negated" if ctx.op.type == "SUB" and shifted == 1 else ""

@@ -48,7 +48,8 @@ BANDED_KERNELS = {
 }
 
 # Kernels whose output may sit exactly on a same-shape input (element i from element i).
-EXACT_KERNELS = {"kiln_add_s8", "kiln_sub_s8", "kiln_add_lut_s8", "kiln_mul_s8",
+EXACT_KERNELS = {"kiln_add_s8", "kiln_sub_s8", "kiln_add_lut_s8", "kiln_add_lut_same_s8",
+                 "kiln_mul_s8",
                  "kiln_add_mve_s8", "kiln_sub_mve_s8",
                  "kiln_maximum_s8", "kiln_minimum_s8", "kiln_lut_s8",
                  "kiln_squared_difference_s8", "kiln_prelu_s8",
