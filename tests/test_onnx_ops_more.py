@@ -66,10 +66,10 @@ def conv_case(cin, cout, k, size, group=1, **attrs):
     return lambda: model([node], (1, cin, *size), inits)
 
 
-def conv_t_case(cin, cout, k, size, **attrs):
+def conv_t_case(cin, cout, k, size, group=1, **attrs):
     def build():
-        node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
-        return model([node], (1, cin, *size), [("w", f32(cin, cout, *k, scale=0.4)),
+        node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, **attrs)
+        return model([node], (1, cin, *size), [("w", f32(cin, cout // group, *k, scale=0.4)),
                                                ("b", f32(cout, scale=0.1))])
     return build
 
@@ -138,6 +138,9 @@ CASES = {
     "convt_stride2_pads1": conv_t_case(4, 2, (3, 3), (4, 5), strides=[2, 2], pads=[1, 1, 1, 1]),
     "convt_asym_pads": conv_t_case(3, 3, (4, 3), (4, 4), strides=[2, 1], pads=[2, 0, 1, 1]),
     "convt_valid_k3": conv_t_case(2, 3, (3, 3), (3, 4), strides=[2, 2], auto_pad="VALID"),
+    "convt_group2_stride2_pads1": conv_t_case(4, 6, (3, 3), (4, 5), group=2, strides=[2, 2],
+                                              pads=[1, 1, 1, 1], output_padding=[1, 1]),
+    "convt_depthwise_k2": conv_t_case(3, 3, (2, 2), (4, 4), group=3, strides=[2, 2]),
     "convt_1d_stride2_pads1_outpad1": conv_t_case(4, 3, (3,), (9,), strides=[2], pads=[1, 1],
                                                   output_padding=[1]),
     "convt_1d_stride4_k4": conv_t_case(2, 3, (4,), (6,), strides=[4]),
@@ -246,6 +249,9 @@ def qdq_with_prelu(data: bytes, per_channel: bool, activations: str, tmp_path) -
 @pytest.mark.parametrize("mode", MODES[:2] + MODES[3:], ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_qdq(name, mode, tmp_path):
+    if name == "convt_group2_stride2_pads1" and mode[0]:
+        pytest.skip("onnxruntime's quantize_static fails on a grouped ConvTranspose per "
+                    "channel (its bias meets one weight scale per group's channels)")
     data = CASES[name]()
     make = qdq_with_prelu if name.startswith("prelu") else qdq_model
     qdq = make(data if name.startswith(ALONE) else after_weight_layer(data), *mode, tmp_path)
@@ -293,8 +299,6 @@ def test_resize_mode_mapping(name, op_type, ac, hp):
     (resize_case((1, 3, 4, 5), "nearest", "asymmetric", scales=[1, 2, 1, 1]), "spatial axes"),
     (conv_t_case(2, 2, (3, 3), (4, 4), strides=[2, 2], auto_pad="SAME_UPPER"), "auto_pad 'SAME_UPPER'"),
     (conv_t_case(2, 2, (3, 3), (4, 4), dilations=[2, 2]), "dilations [2, 2]"),
-    (lambda: model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], group=2)], (1, 4, 3, 3),
-                   [("w", f32(4, 1, 3, 3))]), "group=2"),
     (single("Gather", (1, 5, 4, 3), [("i", np.array([5], np.int64))], axis=1), "Gather indices"),
     (lambda: model([helper.make_node("Conv", ["x", "w"], ["y"], group=2)], (1, 6, 5, 5),
                    [("w", f32(3, 3, 3, 3))]), "grouped Conv with group=2"),

@@ -1236,7 +1236,8 @@ class _Converter:
         """TRANSPOSE_CONV. TFLite's padding is VALID (none) or SAME as a forward conv of
         the output would pad; other pads become a larger VALID output cropped by a
         STRIDED_SLICE (output_padding only grows the output: TFLite's kernel writes the
-        bias where no tap reaches)."""
+        bias where no tap reaches). With groups: a SPLIT of the input's channels, one
+        TRANSPOSE_CONV per group, a CONCATENATION (as for a grouped Conv)."""
         w = self._c(node, 1, "weights").astype(np.float32)
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -1247,8 +1248,6 @@ class _Converter:
         refuse = None
         if w.ndim != 4:
             refuse = f"{w.ndim - 2}-D ConvTranspose (kiln reads 1-D and 2-D)"
-        elif int(a.get("group", 1)) != 1:
-            refuse = f"group={a['group']}"
         elif any(int(d) != 1 for d in a.get("dilations", [1, 1])):
             refuse = f"dilations {list(a['dilations'])}"
         elif auto not in ("NOTSET", "VALID"):
@@ -1257,13 +1256,16 @@ class _Converter:
             refuse = "an output_shape attribute (give pads and output_padding)"
         if refuse:
             raise ModelError(f"{self._where()}: ConvTranspose with {refuse} is not supported "
-                             "(kiln reads group 1, dilation 1, explicit pads, strides and "
-                             "output_padding)")
-        c_in, m, kh, kw = w.shape
+                             "(kiln reads dilation 1, explicit pads, strides, output_padding "
+                             "and groups)")
+        c_in, mg, kh, kw = w.shape
+        group = int(a.get("group", 1))
+        m = mg * group
         x = self._as_nwc(node.input[0]) if one_d else self._input(node.input[0])
         n, h, wd, c = self.tensors[x].shape
-        if c != c_in:
-            raise ModelError(f"{self._where()}: weights for {c_in} input channels, input has {c}")
+        if c != c_in or group < 1 or c % group:
+            raise ModelError(f"{self._where()}: weights for {c_in} input channels in {group} "
+                             f"group(s), input has {c}")
         sh, sw = (int(s) for s in a.get("strides", [1, 1]))
         pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])] if auto == "NOTSET" else [0] * 4
         if min(pads) < 0 or min(sh, sw) < 1:
@@ -1285,14 +1287,27 @@ class _Converter:
         else:
             padding, (th, tw) = "VALID", (oh + top, ow + left)
         name = node.name or node.output[0]
-        wid = self._const(name + "_weights", w.transpose(1, 2, 3, 0))   # (I)(O)HW → OHWI
-        self.sources[wid] = (node.input[1], 1)
-        bid = self._const(name + "_bias", bias)
-        shape_id = self._const(name + "_output_shape", np.array([n, th, tw, m], np.int32))
         crop = (th, tw) != (oh, ow)
         y = self._tensor(name + "_uncropped", (n, th, tw, m)) if crop else self._out(node.output[0])
-        self._op("TRANSPOSE_CONV", [shape_id, wid, x, bid], [y],
-                 {"padding": padding, "stride_h": sh, "stride_w": sw})
+        cg = c // group
+        if group > 1:
+            parts = [self._tensor(f"{name}_group{g}_in", (n, h, wd, cg)) for g in range(group)]
+            self._op("SPLIT", [self._const(name + "_split_axis", np.array([3], np.int32)), x],
+                     parts, {"num_splits": group})
+            outs = [self._tensor(f"{name}_group{g}_out", (n, th, tw, mg)) for g in range(group)]
+        else:
+            parts, outs = [x], [y]
+        shape_id = self._const(name + "_output_shape", np.array([n, th, tw, mg], np.int32))
+        for g in range(group):
+            suffix = f"{g}" if group > 1 else ""
+            # (I)(O/group)HW → OHWI; a QDQ model's per-channel scales run along axis 1
+            wid = self._const(f"{name}_weights{suffix}", w[g * cg:(g + 1) * cg].transpose(1, 2, 3, 0))
+            self.sources[wid] = (node.input[1], 1)
+            bid = self._const(f"{name}_bias{suffix}", bias[g * mg:(g + 1) * mg])
+            self._op("TRANSPOSE_CONV", [shape_id, wid, parts[g], bid], [outs[g]],
+                     {"padding": padding, "stride_h": sh, "stride_w": sw})
+        if group > 1:
+            self._op("CONCATENATION", outs, [y], {"axis": 3, "fused_activation_function": "NONE"})
         if crop:
             self._strided_slice(y, [0, top, left, 0], [n, top + oh, left + ow, m], [1] * 4, 0,
                                 self._out(node.output[0]), name)
