@@ -106,7 +106,13 @@ static inline int32_t count_leading_zeros(uint32_t x)
  * (8 or 16) bits and its minimum as zero point (-128 at scale 1/256, -32768 at
  * 1/65536). The row goes to y8 or y16 (the other is NULL), so one loop serves
  * both output types. */
-static void softmax_row_s8(const int32_t *exp_table, const int8_t *x, int32_t depth,
+/* exp_table[d], 0 past the table's last entry. */
+static inline int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
+{
+    return d < p->entries ? p->exp_table[d] : 0;
+}
+
+static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int32_t depth,
                            int32_t output_bits, int8_t *y8, int16_t *y16)
 {
     const int32_t out_min = output_bits == 8 ? INT8_MIN : INT16_MIN;
@@ -118,7 +124,7 @@ static void softmax_row_s8(const int32_t *exp_table, const int8_t *x, int32_t de
     /* Sum of exp in Q12.19 (gemmlowp Rescale<12>: a rounding shift by 12). */
     uint32_t sum = 0;
     for (int32_t c = 0; c < depth; ++c) {
-        sum += (uint32_t)kiln_rounding_divide_by_pot(exp_table[max - x[c]], 12);
+        sum += (uint32_t)kiln_rounding_divide_by_pot(softmax_exp(p, max - x[c]), 12);
     }
     /* TFLM's GetReciprocal: sum = 2^bits_over_unit * (1 + fraction). sum >= 2^19
      * (the max element contributes exp(0)), so headroom <= 12. */
@@ -135,7 +141,7 @@ static void softmax_row_s8(const int32_t *exp_table, const int8_t *x, int32_t de
              * inputs), every probability is below 1/512 and rounds to 0. TFLM stops
              * on a TFLITE_CHECK there. */
             const int32_t prob = kiln_rounding_divide_by_pot(
-                kiln_sat_rounding_doubling_high_mul(scale, exp_table[max - x[c]]), exponent);
+                kiln_sat_rounding_doubling_high_mul(scale, softmax_exp(p, max - x[c])), exponent);
             value = kiln_clamp(prob + out_min, out_min, out_max);
         }
         if (output_bits == 8) {
@@ -152,7 +158,8 @@ static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
 {
     const int32_t count = dims_count(input_dims);
     /* exp_table[0] is exp(0) = 1.0 */
-    return params != NULL && params->exp_table != NULL && input != NULL && output != NULL &&
+    return params != NULL && params->exp_table != NULL && params->entries >= 1 &&
+           params->entries <= 256 && input != NULL && output != NULL &&
            count >= 0 && count == dims_count(output_dims) && input_dims->c == output_dims->c &&
            input_dims->c <= KILN_SOFTMAX_MAX_DEPTH && params->exp_table[0] == INT32_MAX;
 }
@@ -167,7 +174,7 @@ kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
     const int32_t depth = input_dims->c;
     const int32_t rows = dims_count(input_dims) / depth;
     for (int32_t r = 0; r < rows; ++r) {
-        softmax_row_s8(params->exp_table, input + r * depth, depth, 8, output + r * depth, NULL);
+        softmax_row_s8(params, input + r * depth, depth, 8, output + r * depth, NULL);
     }
     return KILN_OK;
 }
@@ -182,7 +189,7 @@ kiln_status_t kiln_softmax_s8_s16(const kiln_softmax_params_t *params,
     const int32_t depth = input_dims->c;
     const int32_t rows = dims_count(input_dims) / depth;
     for (int32_t r = 0; r < rows; ++r) {
-        softmax_row_s8(params->exp_table, input + r * depth, depth, 16, NULL,
+        softmax_row_s8(params, input + r * depth, depth, 16, NULL,
                        output + r * depth);
     }
     return KILN_OK;

@@ -40,7 +40,9 @@ kiln_status_t kiln_lut_s8(const kiln_lut_params_t *params,
  * 1/(1+x). A sum of 2^28 or more (512+ near-equal inputs) stops TFLM on a
  * TFLITE_CHECK; kiln writes -128 there, every probability being below 1/512. */
 typedef struct {
-    const int32_t *exp_table;  /* 256 entries in Q0.31, indexed by max(row) - x */
+    const int32_t *exp_table;  /* `entries` values in Q0.31, indexed by max(row) - x */
+    int32_t entries;           /* 1 to 256: exp_table[d] for d < entries, 0 beyond (the
+                                * compiler drops the table's zero tail) */
 } kiln_softmax_params_t;
 
 /* input may equal output (in place). */

@@ -690,11 +690,13 @@ def lower_softmax(ctx: LowerCtx) -> LayerCode:
         raise ModelError(f"{ctx.op.describe()}: exp(0) is not 1.0 in the softmax table")
     depth = x.shape[-1]
     rows = x.size // depth
-    name = ctx.const("exp_table", table, "int32_t",
-                     f"SOFTMAX exp(-d * beta * scale) in Q0.31 for d = max - x; beta {beta:.6g}, "
-                     f"input multiplier {multiplier} << {left_shift}, diff_min {diff_min}")
+    entries = int(np.flatnonzero(table)[-1]) + 1      # the zero tail reads as 0 in C
+    name = ctx.const("exp_table", table[:entries], "int32_t",
+                     f"SOFTMAX exp(-d * beta * scale) in Q0.31 for d = max - x (0 from d = "
+                     f"{entries}); beta {beta:.6g}, input multiplier {multiplier} << "
+                     f"{left_shift}, diff_min {diff_min}")
     dims = f"{{1, 1, {rows}, {depth}}}"
-    body = [f"static const kiln_softmax_params_t params = {{{name}}};",
+    body = [f"static const kiln_softmax_params_t params = {{{name}, {entries}}};",
             f"static const kiln_dims_t input_dims = {dims};",
             f"static const kiln_dims_t output_dims = {dims};",
             f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "

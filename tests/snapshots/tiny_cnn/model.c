@@ -109,7 +109,7 @@ static int layer_3(uint8_t *arena)
 {
     const int8_t *t9_logits = (const int8_t *)(arena + 0);
     int8_t *t10_probs = (int8_t *)(arena + 8);
-    static const kiln_softmax_params_t params = {l3_exp_table};
+    static const kiln_softmax_params_t params = {l3_exp_table, 222};
     static const kiln_dims_t input_dims = {1, 1, 1, 3};
     static const kiln_dims_t output_dims = {1, 1, 1, 3};
     return kiln_softmax_s8(&params, &input_dims, t9_logits, &output_dims, t10_probs);
