@@ -97,7 +97,7 @@ def split_case(in_shape, axis, split=None, opset=13, num_outputs=None):
     return build
 
 
-def resize_case(in_shape, mode, ctm, scales=None, sizes=None, nearest=None, opset=13):
+def resize_case(in_shape, mode, ctm, scales=None, sizes=None, nearest=None, opset=13, **extra):
     def build():
         inits = [("roi", np.zeros(0, np.float32))]
         ins = ["x", "roi"]
@@ -110,6 +110,7 @@ def resize_case(in_shape, mode, ctm, scales=None, sizes=None, nearest=None, opse
         attrs = {"mode": mode, "coordinate_transformation_mode": ctm}
         if nearest:
             attrs["nearest_mode"] = nearest
+        attrs.update(extra)
         return model([helper.make_node("Resize", ins, ["y"], **attrs)], in_shape, inits, opset)
     return build
 
@@ -190,6 +191,8 @@ CASES = {
                                                sizes=[1, 3, 7, 9]),
     "resize_linear_asymmetric_down": resize_case((1, 3, 8, 6), "linear", "asymmetric",
                                                  sizes=[1, 3, 4, 3]),
+    "resize_opset18_axes": resize_case((1, 3, 4, 5), "linear", "half_pixel", scales=[3, 2],
+                                       opset=18, axes=[2, 3]),
     "resize_1d_nearest_x2": resize_case((1, 3, 10), "nearest", "asymmetric", scales=[1, 1, 2],
                                         nearest="floor"),
     "resize_1d_linear_half_pixel": resize_case((1, 3, 10), "linear", "half_pixel",
@@ -296,6 +299,8 @@ def test_resize_mode_mapping(name, op_type, ac, hp):
     (resize_case((1, 3, 4, 5), "nearest", "asymmetric", sizes=[1, 3, 7, 9], nearest="ceil"),
      "nearest_mode 'ceil'"),
     (resize_case((1, 3, 4, 5), "cubic", "half_pixel", scales=[1, 1, 2, 2]), "mode 'cubic'"),
+    (resize_case((1, 3, 4, 6), "linear", "half_pixel", sizes=[8, 8], opset=18, axes=[2, 3],
+                 keep_aspect_ratio_policy="not_larger"), "keep_aspect_ratio_policy 'not_larger'"),
     (resize_case((1, 3, 4, 5), "nearest", "asymmetric", scales=[1, 2, 1, 1]), "spatial axes"),
     (conv_t_case(2, 2, (3, 3), (4, 4), strides=[2, 2], auto_pad="SAME_UPPER"), "auto_pad 'SAME_UPPER'"),
     (conv_t_case(2, 2, (3, 3), (4, 4), dilations=[2, 2]), "dilations [2, 2]"),

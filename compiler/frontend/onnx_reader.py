@@ -52,7 +52,7 @@ _CONVERTED = {
     "ConvTranspose", "PRelu", "Slice", "Split", "Gather", "Resize",
 }
 _CONVERTED |= {"LSTM", "GRU"}     # onnx_recurrent.py
-_FOLDED = {"Constant", "Shape", "Cast", "ConstantOfShape"}
+_FOLDED = {"Constant", "Shape", "Cast", "ConstantOfShape", "Expand"}
 # Converted ops that are folded too when every input is constant.
 _FOLDABLE = _FOLDED | {"Add", "Sub", "Mul", "Div", "Reshape", "Flatten", "Identity", "Squeeze",
                        "Unsqueeze", "Concat", "Transpose", "Gather", "Slice"}
@@ -597,6 +597,9 @@ class _Converter:
             self._fold_size(tuple(int(d) for d in x.reshape(-1)))
         elif t == "Concat":
             self._fold_size((sum(v.size for v in ins),))
+        elif t == "Expand":     # PyTorch's RNN exports expand a zero into initial_h / initial_c
+            self._fold_size(tuple(int(d) for d in ins[1].reshape(-1)))
+            self._fold_size(np.broadcast_shapes(x.shape, tuple(int(d) for d in ins[1].reshape(-1))))
         if t == "Gather":
             return np.take(x, ins[1].astype(np.int64), axis=a.get("axis", 0))
         if t == "Unsqueeze":
@@ -611,6 +614,8 @@ class _Converter:
             return np.squeeze(x, axis=axes)
         if t == "Concat":
             return np.concatenate(ins, axis=a["axis"])
+        if t == "Expand":
+            return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(ins[1].reshape(-1)))).copy()
         if t == "Cast":
             import onnx.helper
             return x.astype(onnx.helper.tensor_dtype_to_np_dtype(a["to"]))
@@ -1449,10 +1454,18 @@ class _Converter:
                              "value only")
         if one_d:
             shape, out = (shape[0], shape[1], 1, shape[2]), (out[0], out[1], 1, out[2])
+        if text("keep_aspect_ratio_policy", "stretch") != "stretch":
+            raise ModelError(f"{self._where()}: Resize with keep_aspect_ratio_policy "
+                             f"{text('keep_aspect_ratio_policy', '')!r}; kiln reads 'stretch'")
         scales = None
         if len(node.input) > 2 and node.input[2] and self._c(node, 2, "scales").size:
-            scales = [float(v) for v in self._c(node, 2, "scales").reshape(-1)][2:]
-            scales = [1.0] + scales if one_d else scales
+            given = [float(v) for v in self._c(node, 2, "scales").reshape(-1)]
+            rank = len(self._shape(value))
+            axes = [int(ax) % rank for ax in a.get("axes", range(rank))]   # opset 18's axes
+            full = [1.0] * rank
+            for ax, v in zip(axes, given):
+                full[ax] = v
+            scales = ([1.0] + full[2:]) if one_d else full[2:]
         modes = ((False, False), (True, False), (False, True))
         found = None
         for ac, hp in modes:
