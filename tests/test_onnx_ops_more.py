@@ -529,3 +529,27 @@ def test_float_tflite_op_quantizes(op):
             np.testing.assert_array_equal(y, ref.reshape(y.shape))
             tout = q.tensor(q.outputs[i])
             assert test_onnx.sqnr_db(floats[i][k], test_onnx.from_int8(y, tout).reshape(floats[i][k].shape)) > 25
+
+
+def test_long_chain_of_shape_computations_folds():
+    """Each Reshape's target computed from the shape of the one before (what a dynamic-batch
+    export of ShuffleNet's channel shuffles is): one folding round per block, 12 blocks."""
+    nodes, v = [], "x"
+    for i in range(12):
+        nodes += [helper.make_node("Relu", [v], [f"r{i}"]),
+                  helper.make_node("Shape", [f"r{i}"], [f"s{i}"]),
+                  helper.make_node("Gather", [f"s{i}", "zero"], [f"n{i}"], axis=0),
+                  helper.make_node("Unsqueeze", [f"n{i}", "axes"], [f"u{i}"]),
+                  helper.make_node("Concat", [f"u{i}", "minus1"], [f"t{i}"], axis=0),
+                  helper.make_node("Reshape", [f"r{i}", f"t{i}"], ["y" if i == 11 else f"v{i}"])]
+        v = f"v{i}"
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "M"])],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+         numpy_helper.from_array(np.array([0], np.int64), "axes"),
+         numpy_helper.from_array(np.array([-1], np.int64), "minus1")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    g = load(m.SerializeToString(), input_shapes={"x": (1, 8)})
+    assert g.tensor(g.outputs[0]).shape == (1, 8)

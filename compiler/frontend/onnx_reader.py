@@ -172,10 +172,12 @@ def _infer(model):
         raise ModelError(f"invalid ONNX model: shape inference failed: {_line(e)}") from None
 
 
-def _fold_shapes(model, rounds: int = 8):
+def _fold_shapes(model, rounds: int = 64):
     """The model with every node computable from constants and static shapes folded into
     initializers (Shape → Gather → Concat → Reshape chains), shapes inferred again after
-    each round: a Reshape whose target was computed gets its static output shape."""
+    each round: a Reshape whose target was computed gets its static output shape. A chain
+    of reshapes each computed from the shape of the one before (ShuffleNet's channel
+    shuffles in a dynamic-batch export) takes one round per link."""
     from onnx import numpy_helper
 
     model = _infer(model)
