@@ -553,3 +553,19 @@ def test_long_chain_of_shape_computations_folds():
     m.ir_version = 8
     g = load(m.SerializeToString(), input_shapes={"x": (1, 8)})
     assert g.tensor(g.outputs[0]).shape == (1, 8)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
+def test_qdq_maxpool_pads_after_a_dropped_relu(mode, tmp_path):
+    """Conv-Relu-MaxPool with pads 1 (ResNet's and ShuffleNet's stem): quantize_static drops
+    the Relu (the Conv's output is quantized from 0 up), so only the QDQ parameters say the
+    MaxPool's input is >= 0, which makes its zero padding exact."""
+    data = model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", ["c"], ["r"]),
+                  helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                                   pads=[1, 1, 1, 1])],
+                 (1, 3, 12, 12), [("w", f32(8, 3, 3, 3, scale=0.4)), ("b", f32(8, scale=0.1))])
+    qdq = qdq_model(data, *mode, tmp_path)
+    assert not any(n.op_type == "Relu" for n in onnx.load_from_string(qdq).graph.node)
+    within, worst, _ = compare(qdq)
+    assert within >= 0.99, (within, worst)

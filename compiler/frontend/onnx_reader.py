@@ -114,6 +114,9 @@ def parse(data: bytes, name: str = "model", input_shapes: dict | None = None,
             raise ModelError(f"invalid ONNX model: {_line(e)}") from None
         with np.errstate(all="ignore"):   # non-finite results are refused where they land
             converter = _Converter(_fold_shapes(model), name, opset, layout)
+            if qdq is not None:     # zero point at its type's minimum: the value is >= 0
+                converter.qdq_nonneg = {v for v, p in qdq.activations.items() if p.scale.size == 1
+                                        and int(p.zero_point[0]) == {"int8": -128, "uint8": 0}.get(p.dtype)}
             graph = converter.graph()
             if qdq is not None:
                 graph = onnx_qdq.apply(graph, qdq, converter.sources)
@@ -304,6 +307,7 @@ class _Converter:
         self.nhwc_columns: dict[str, tuple[int, int, int]] = {}   # flattened NHWC: (C, H, W)
         self.permuted: dict[tuple[int, tuple[int, ...]], int] = {}   # (tensor, perm) → its source
         self.nonneg: set[int] = set()             # IR tensors known >= 0 (after a Relu, ...)
+        self.qdq_nonneg: set[str] = set()         # a QDQ model's values quantized from 0 up
         self.shapes: dict[str, tuple[int, ...]] = {}   # ONNX shapes, static
         for vi in list(g.input) + list(g.value_info) + list(g.output):
             shape = self._static_shape(vi)
@@ -1014,8 +1018,10 @@ class _Converter:
         x = self._as_nwc(node.input[0]) if one_d else self._input(node.input[0])
         if pads is not None:
             # Zeros pad a window op exactly only where they count (AveragePool with
-            # count_include_pad=1) or can never win (MaxPool of a value known >= 0).
-            if op_type == "MAX_POOL_2D" and x not in self.nonneg:
+            # count_include_pad=1) or can never win (MaxPool of a value known >= 0: after a
+            # Relu, or quantized from 0 up in a QDQ model, where onnxruntime drops the Relu).
+            known_nonneg = x in self.nonneg or node.input[0] in self.qdq_nonneg
+            if op_type == "MAX_POOL_2D" and not known_nonneg:
                 raise ModelError(f"{self._where()}: MaxPool pads {list(a.get('pads', []))} are "
                                  "neither VALID nor SAME and its input may be negative; kiln pads "
                                  "max pooling so only after a Relu/Clip(0, 6)")
