@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dead filters per MLPerf Tiny model: where an all-zero filter costs MACs and flash.
 
-    python benchmarks/dead_filters.py [--models DIR] [--all-layers]
+    python benchmarks/dead_filters.py [--models DIR] [--all-layers] [--notes]
 
 A filter (a CONV_2D / FULLY_CONNECTED output channel's weights, a DEPTHWISE_CONV_2D
 channel's taps) whose int8 weights are all zero, with zero point 0, computes a constant:
@@ -11,7 +11,8 @@ they cost in that layer and their share of the model's MACs, their weight bytes 
 and share of the model's int8 weight bytes, and how many of them output the zero point
 ("real 0": a consumer reads them like padding). Then what kiln's dead-filter pass
 (kiln.compiler.passes.dead_filters) removes: MACs and weight bytes of the compiled model
-(host board, default variants) without and with the pass, and each changed layer's note.
+(host board, default variants) without and with the pass, and with --notes what each
+changed layer's C comment says about it.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=str(models_root()))
     parser.add_argument("--all-layers", action="store_true")
+    parser.add_argument("--notes", action="store_true")
     args = parser.parse_args()
     root = Path(args.models) / "mlperf_tiny"
     for label, stem in MLPERF.items():
@@ -121,10 +123,13 @@ def main() -> int:
                       f"{r['dead_bytes']:>8,}{r['dead_bytes'] / total_bytes:>8.1%}")
         before = compiled(g, False)
         after = compiled(g, True)
+        filters = sum(len(op.removed.get("outputs", ())) for op in after[2]
+                      if op.type in ("CONV_2D", "FULLY_CONNECTED"))
+        print(f"the pass removes {filters} conv/FC output channels ({dead} dead filters)")
         print(f"compiled (host, default variants): MACs {before[0]:,} -> {after[0]:,} "
               f"({1 - after[0] / before[0]:.1%} fewer); weights {before[1]:,} -> {after[1]:,} B "
               f"({before[1] - after[1]:,} B less)")
-        for i, op in enumerate(after[2]):
+        for i, op in enumerate(after[2] if args.notes else []):
             for note in op.notes:
                 print(f"  layer {i} {op.type}: {note}")
     return 0
