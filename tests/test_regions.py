@@ -230,3 +230,34 @@ def test_arena_and_state_outside_ram_run_on_qemu(tmp_path):
     host = create_project(art, tiny, tmp_path / "rpc", mode="host-driven")
     host.build()
     assert isram.contains(read_elf(host.elf).symbols["kiln_rpc_arena_buf"].value)
+
+
+def test_lower_bound_and_estimate_on_a_multi_region_board():
+    """Before any build: check_fits (the compile warning's and create's lower bound)
+    counts every loaded region for the constants and every RAM region for the arena;
+    the estimate charges each region its placed buffers, so a placement that left
+    arrays without room says it may overflow (create then links for the exact bytes)."""
+    from kiln.compiler.errors import FitError
+    from kiln.project_gen.sizes import check_fits, estimate_fit, may_overflow
+
+    an547 = get_board("mps3-an547")
+    tiny = replace(an547, name="an547-tiny", flash=replace(an547.flash, size=128 * 1024),
+                   ram=replace(an547.ram, size=64 * 1024),
+                   extra_regions=(replace(an547.extra_regions[0], size=32 * 1024),))
+    total = (128 + 64 + 32) * 1024
+    check_fits("m", tiny, 200 * 1024, 1024)                   # may fit: no error
+    with pytest.raises(FitError, match=r"DTCM\+ISRAM overflow by at least 1,024 bytes"):
+        check_fits("m", tiny, total - 4096, 1024)   # constants spill into the RAMs
+    with pytest.raises(FitError, match=r"the constants overflow ITCM\+DTCM\+ISRAM by at "
+                                       r"least 4,096 bytes"):
+        check_fits("m", tiny, total + 4096, 1024)
+    art = kc.compile(kc.load(model_path("ad01_int8")), tiny)
+    placement = art.report["placement"]
+    assert placement["unplaced"]                                # 292 KB in 224 KB
+    verdict = estimate_fit(art.report, tiny, "standalone")
+    assert may_overflow(verdict) and verdict.regions[0].used > tiny.flash.size
+    roomy = kc.compile(kc.load(model_path("ad01_int8")), an547)
+    v = estimate_fit(roomy.report, an547, "standalone", inputs_bytes=640)
+    assert not may_overflow(v) and [u.region for u in v.regions] == \
+        ["ITCM", "DTCM", "ISRAM", "SRAM", "DDR"]
+    assert v.line().startswith("fits: ITCM at most ") and "ISRAM" not in v.line()
