@@ -74,6 +74,23 @@ def conv_t_case(cin, cout, k, size, group=1, **attrs):
     return build
 
 
+def convt_bn_act(group, act, **attrs):
+    """ConvTranspose (4 → 6 channels, stride 2) → BatchNormalization → Relu or Clip(0, 6),
+    as a PyTorch decoder writes them: the BN folded into the weights, the activation fused."""
+    bn = [("s", np.abs(f32(6)) + 0.5), ("bb", f32(6, scale=0.2)), ("m", f32(6, scale=0.2)),
+          ("v", np.abs(f32(6)) + 0.5)]
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], group=group, strides=[2, 2],
+                              **attrs),
+             helper.make_node("BatchNormalization", ["t", "s", "bb", "m", "v"], ["n"])]
+    inits = [("w", f32(4, 6 // group, 3, 3, scale=0.4)), ("b", f32(6, scale=0.1)), *bn]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["n"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Clip", ["n", "lo", "hi"], ["y"]))
+        inits += [("lo", np.array(0, np.float32)), ("hi", np.array(6, np.float32))]
+    return model(nodes, (1, 4, 4, 5), inits)
+
+
 def single(op, in_shape, inputs=(), opset=13, outputs=("y",), **attrs):
     names = ["x"] + [n for n, _ in inputs]
     return lambda: model([helper.make_node(op, names, list(outputs), **attrs)], in_shape,
@@ -142,6 +159,9 @@ CASES = {
     "convt_group2_stride2_pads1": conv_t_case(4, 6, (3, 3), (4, 5), group=2, strides=[2, 2],
                                               pads=[1, 1, 1, 1], output_padding=[1, 1]),
     "convt_depthwise_k2": conv_t_case(3, 3, (2, 2), (4, 4), group=3, strides=[2, 2]),
+    "convt_bn_relu": lambda: convt_bn_act(1, "Relu", pads=[0, 0, 0, 0]),
+    "convt_group2_bn_relu6_cropped": lambda: convt_bn_act(2, "Clip", pads=[1, 1, 1, 1],
+                                                          output_padding=[1, 1]),
     "convt_1d_stride2_pads1_outpad1": conv_t_case(4, 3, (3,), (9,), strides=[2], pads=[1, 1],
                                                   output_padding=[1]),
     "convt_1d_stride4_k4": conv_t_case(2, 3, (4,), (6,), strides=[4]),
@@ -252,7 +272,7 @@ def qdq_with_prelu(data: bytes, per_channel: bool, activations: str, tmp_path) -
 @pytest.mark.parametrize("mode", MODES[:2] + MODES[3:], ids=lambda m: f"{'pc' if m[0] else 'pt'}-{m[1]}")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_qdq(name, mode, tmp_path):
-    if name == "convt_group2_stride2_pads1" and mode[0]:
+    if name in ("convt_group2_stride2_pads1", "convt_group2_bn_relu6_cropped") and mode[0]:
         pytest.skip("onnxruntime's quantize_static fails on a grouped ConvTranspose per "
                     "channel (its bias meets one weight scale per group's channels)")
     data = CASES[name]()
@@ -279,6 +299,16 @@ def test_conv_transpose_padding(name, padding, crop):
     tconv = next(op for op in g.ops if op.type == "TRANSPOSE_CONV")
     assert tconv.options["padding"] == padding
     assert any(op.type == "STRIDED_SLICE" for op in g.ops) == crop
+
+
+@pytest.mark.parametrize("name, act", [("convt_bn_relu", "RELU"),
+                                       ("convt_group2_bn_relu6_cropped", "RELU6")])
+def test_conv_transpose_folds_bn_and_fuses_activation(name, act):
+    g = load(CASES[name]())
+    kinds = [op.type for op in g.ops]
+    assert not {"MUL", "ADD", "RELU", "RELU6", "MINIMUM"} & set(kinds), kinds
+    assert {op.options["fused_activation_function"] for op in g.ops
+            if op.type == "TRANSPOSE_CONV"} == {act}
 
 
 @pytest.mark.parametrize("name, op_type, ac, hp", [

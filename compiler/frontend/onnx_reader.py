@@ -1283,11 +1283,23 @@ class _Converter:
         pads = [int(p) for p in a.get("pads", [0, 0, 0, 0])] if auto == "NOTSET" else [0] * 4
         if min(pads) < 0 or min(sh, sw) < 1:
             raise ModelError(f"{self._where()}: negative pads or non-positive strides")
-        if one_d:
-            self.nwc.add(node.output[0])
         _, _, oh, ow = (self._2d_shape(node.output[0]) if one_d else self._shape(node.output[0]))
         bias = (self._c(node, 2, "bias").astype(np.float32).reshape(-1)
                 if len(node.input) > 2 and node.input[2] else np.zeros(m, np.float32))
+        # BatchNormalization right after: folded (output channel g·mg + j is w[g's inputs, j]);
+        # then a Relu / Clip(0, 6) fused, as for Conv.
+        out_value = node.output[0]
+        i, bn = self._sole_consumer(out_value)
+        if bn is not None and bn.op_type == "BatchNormalization" and bn.input[0] == out_value:
+            scale, shift = self._bn_affine(bn)
+            w = (w.reshape(group, c_in // group, mg, kh, kw) * scale.reshape(group, 1, mg, 1, 1)
+                 ).reshape(c_in, mg, kh, kw)
+            bias = bias * scale + shift
+            self.skip.add(i)
+            out_value = bn.output[0]
+        act, out_value = self._fuse_activation(out_value)
+        if one_d:
+            self.nwc.add(out_value)
 
         def same(size, k, s):     # TFLite's SAME padding of a forward conv over `size`
             return max((-(-size // s) - 1) * s + k - size, 0) // 2
@@ -1299,9 +1311,9 @@ class _Converter:
             padding, (th, tw) = "SAME", (oh, ow)
         else:
             padding, (th, tw) = "VALID", (oh + top, ow + left)
-        name = node.name or node.output[0]
+        name = node.name or out_value
         crop = (th, tw) != (oh, ow)
-        y = self._tensor(name + "_uncropped", (n, th, tw, m)) if crop else self._out(node.output[0])
+        y = self._tensor(name + "_uncropped", (n, th, tw, m)) if crop else self._out(out_value)
         cg = c // group
         if group > 1:
             parts = [self._tensor(f"{name}_group{g}_in", (n, h, wd, cg)) for g in range(group)]
@@ -1318,12 +1330,13 @@ class _Converter:
             self.sources[wid] = (node.input[1], 1)
             bid = self._const(f"{name}_bias{suffix}", bias[g * mg:(g + 1) * mg])
             self._op("TRANSPOSE_CONV", [shape_id, wid, parts[g], bid], [outs[g]],
-                     {"padding": padding, "stride_h": sh, "stride_w": sw})
+                     {"padding": padding, "stride_h": sh, "stride_w": sw,
+                      "fused_activation_function": act})
         if group > 1:
             self._op("CONCATENATION", outs, [y], {"axis": 3, "fused_activation_function": "NONE"})
         if crop:
             self._strided_slice(y, [0, top, left, 0], [n, top + oh, left + ow, m], [1] * 4, 0,
-                                self._out(node.output[0]), name)
+                                self._out(out_value), name)
 
     def _strided_slice(self, x: int, begin, end, strides, end_mask: int, out: int, name: str) -> None:
         ins = [x] + [self._const(f"{name}_{what}", np.array(v, np.int32))
