@@ -449,6 +449,9 @@ class Rewriter:
                 op.version = INT8_VERSIONS.get(op.type, op.version)
             if op.type == "FULLY_CONNECTED" and op.options.get("keep_num_dims"):
                 op.version = 5
+            if op.type == "TRANSPOSE_CONV" and op.options.get("fused_activation_function",
+                                                              "NONE") != "NONE":
+                op.version = 4                  # op_version.cc: a fused activation
             ops.append(op)
         g.ops = ops
 
