@@ -286,6 +286,18 @@ def _activation_params(graph: Graph, info: QdqInfo) -> dict[int, Quant]:
                             found[t] = found[src]
                             changed = True
                 continue
+            c = _scalar_constant(graph, op)
+            if c is not None:       # a HardSigmoid kiln lowered: MUL, ADD, MAXIMUM, MINIMUM
+                x, y = op.inputs[0], op.outputs[0]
+                if op.type == "MUL" and c > 0 and x in found and y not in found:
+                    s, z = found[x].single()    # alpha·x: the same integers, scaled
+                    found[y] = Quant(scale=np.array([s * c], np.float32),
+                                     zero_point=np.array([z], np.int64))
+                    changed = True
+                elif op.type in ("MAXIMUM", "MINIMUM") and y in found and x not in found:
+                    found[x] = found[y]         # clamping to y's range first changes nothing
+                    changed = True
+                continue
             if op.type not in _PASS_THROUGH:
                 continue
             x, y = op.inputs[0], op.outputs[0]
@@ -301,6 +313,16 @@ def _activation_params(graph: Graph, info: QdqInfo) -> dict[int, Quant]:
                              "kiln reads QDQ models whose every activation is quantized "
                              "(quantize_static with the default op types)")
     return found
+
+
+def _scalar_constant(graph: Graph, op: Op) -> float | None:
+    """The float scalar a MUL, ADD, MAXIMUM or MINIMUM applies to an activation, else None."""
+    if op.type not in ("MUL", "ADD", "MAXIMUM", "MINIMUM") or len(op.inputs) != 2:
+        return None
+    x, c = (graph.tensors[t] for t in op.inputs)
+    if x.is_const or not c.is_const or c.data.size != 1 or c.data.dtype.kind != "f":
+        return None
+    return float(c.data.reshape(-1)[0])
 
 
 def _used(graph: Graph, tid: int) -> bool:
