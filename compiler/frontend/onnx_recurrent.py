@@ -38,6 +38,7 @@ _DEFAULTS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 # A GRU is unrolled into up to 19 ops a step: a hostile length must not make millions (the
 # same bound as control_flow.py's unrolled WHILE loops).
 MAX_GRU_OPS = 20_000
+_MAX_CONCAT_INPUTS = 10          # tflite-micro's CONCATENATION (concatenation.cc)
 _GRU_OPS_PER_STEP = 19           # at most: slice, 6 FC, 12 elementwise and views
 
 
@@ -151,6 +152,27 @@ def _outputs(self, node, seq_out: int, last: int, batch: int, hidden: int) -> No
                  {"new_shape": [1, batch, hidden]})
 
 
+def _joined(self, views: list[int], name: str, batch: int, hidden: int) -> list[int]:
+    """`views` ([1, batch, hidden] each) joined in groups until at most
+    _MAX_CONCAT_INPUTS are left: tflite-micro's CONCATENATION refuses more inputs (its
+    kMaxInputNum), so a longer GRU's Y would not run there."""
+    level = 0
+    while len(views) > _MAX_CONCAT_INPUTS:
+        groups = []
+        for k in range(0, len(views), _MAX_CONCAT_INPUTS):
+            part = views[k:k + _MAX_CONCAT_INPUTS]
+            if len(part) == 1:
+                groups.append(part[0])
+                continue
+            rows = sum(self.tensors[v].shape[0] for v in part)
+            joined = self._tensor(f"{name}_y{level}_{k}", (rows, batch, hidden))
+            self._op("CONCATENATION", part, [joined],
+                     {"axis": 0, "fused_activation_function": "NONE"})
+            groups.append(joined)
+        views, level = groups, level + 1
+    return views
+
+
 def op_lstm(self, node, a: dict) -> None:
     """ONNX LSTM → UNIDIRECTIONAL_SEQUENCE_LSTM (time-major)."""
     seq, batch, depth, hidden = _check_attributes(self, node, a, 4)
@@ -259,6 +281,7 @@ def op_gru(self, node, a: dict) -> None:
         else:
             views = [_reshape(self, step, (1, batch, hidden), f"{name}_y@step{t}")
                      for t, step in enumerate(steps)]
+            views = _joined(self, views, name, batch, hidden)
             seq_out = self._tensor(f"{name}_sequence", (seq, batch, hidden))
             self._op("CONCATENATION", views, [seq_out],
                      {"axis": 0, "fused_activation_function": "NONE"})
