@@ -599,3 +599,20 @@ def test_qdq_maxpool_pads_after_a_dropped_relu(mode, tmp_path):
     assert not any(n.op_type == "Relu" for n in onnx.load_from_string(qdq).graph.node)
     within, worst, _ = compare(qdq)
     assert within >= 0.99, (within, worst)
+
+
+@pytest.mark.parametrize("name", ["resize_1d_linear_half_pixel", "convt_1d_stride4_k4", "unet"])
+def test_layout_nhwc_needs_no_transpose(name):
+    """--layout nhwc: [N, L, C] / NHWC inputs and outputs, no TRANSPOSE anywhere, the same
+    values as onnxruntime's (transposed)."""
+    from kiln.compiler.quantize import FloatModel, prepare
+
+    data = unet() if name == "unet" else CASES[name]()
+    g = load(data, layout="nhwc")
+    assert not any(op.type == "TRANSPOSE" for op in g.ops), [op.type for op in g.ops]
+    shape = load(data).tensor(load(data).inputs[0]).shape
+    x = test_onnx.RNG.uniform(-2, 2, size=shape).astype(np.float32)
+    to_last = (0, 2, 3, 1) if x.ndim == 4 else (0, 2, 1)
+    got = FloatModel(prepare(g)).run([x.transpose(to_last)[None]])[0][0]
+    want = test_onnx.ort_run(data, x).transpose(to_last)
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)

@@ -72,7 +72,7 @@ _ORDER_PRESERVING = {"MAX_POOL_2D", "PAD", "RESHAPE", "TRANSPOSE"}
 
 # Ops that read a rank-3 value as a 1-D image [N, C, L].
 _WINDOW_1D = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool",
-              "GlobalMaxPool"}
+              "GlobalMaxPool", "Resize"}
 
 NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
