@@ -1369,7 +1369,7 @@ class _Converter:
                 if len(node.input) > 3 and node.input[3] else list(range(len(starts))))
         steps = ([int(v) for v in self._c(node, 4, "steps").reshape(-1)]
                  if len(node.input) > 4 and node.input[4] else [1] * len(starts))
-        picked = {ax: list(range(d)) for ax, d in enumerate(shape)}
+        picked = {ax: range(d) for ax, d in enumerate(shape)}   # ranges: never materialized
         step_of = {ax: 1 for ax in range(rank)}
         for s, e, ax, st in zip(starts, ends, axes, steps):
             if st == 0:
@@ -1378,7 +1378,7 @@ class _Converter:
             s, e = s + d if s < 0 else s, e + d if e < 0 else e
             s = min(max(s, 0), d) if st > 0 else min(max(s, 0), d - 1)
             e = min(max(e, 0), d) if st > 0 else min(max(e, -1), d - 1)
-            picked[ax], step_of[ax] = list(range(s, e, st)), st
+            picked[ax], step_of[ax] = range(s, e, st), st
         if any(not v for v in picked.values()):
             raise ModelError(f"{self._where()}: the Slice is empty")
         x, held = self._held(value)
