@@ -47,7 +47,7 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows_s8",
                                    "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8",
                                    "kiln_dwconv2d_3x3_w8_s8"}
-SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "channels", "rows"}
+SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "channels", "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
@@ -411,17 +411,21 @@ def test_variant_choice_follows_the_target():
     assert dwconv2d_variant(dw, DSP).kernel == "kiln_dwconv2d_3x3_s8"
     assert dwconv2d_variant(dw, DSP).scratch == 12
     # The 3x3 kernels first (the fastest on a 3x3; the int8-filter one leads when nearly
-    # every output pixel is an interior one), then the channels kernel, the plain one.
+    # every output pixel is an interior one; the pixel-pair ones lead on rows of 12 or
+    # more, or tall maps: tests/test_dwconv_px2.py), then the channels kernel, the plain one.
     assert [(dwconv2d_variant(dw, DSP, k).kernel, dwconv2d_variant(dw, DSP, k).scratch)
             for k in candidates("DEPTHWISE_CONV_2D", dw, DSP)] == [
         ("kiln_dwconv2d_3x3_s8", 12), ("kiln_dwconv2d_3x3_w8_s8", 12),
+        ("kiln_dwconv2d_3x3_px2_s8", 120), ("kiln_dwconv2d_3x3_px2v_s8", 120),
         ("kiln_dwconv2d_ch4_s8", 12), ("kiln_dwconv2d_s8", 0)]
     big = LayerShape(input=(1, 48, 48, 8), filter=(1, 3, 3, 8), output=(1, 48, 48, 8),
                      padding=(1, 1))
-    assert dwconv2d_variant(big, DSP).kernel == "kiln_dwconv2d_3x3_w8_s8"
+    assert dwconv2d_variant(big, DSP).kernel == "kiln_dwconv2d_3x3_px2_s8"
     assert dwconv2d_variant(dw, Target()).kernel == "kiln_dwconv2d_s8"
-    for other in (LayerShape(input=(1, 8, 8, 6), filter=(1, 3, 3, 6), output=(1, 8, 8, 6)),
-                  LayerShape(input=(1, 8, 8, 4), filter=(1, 5, 5, 4), output=(1, 8, 8, 4)),
+    # A 3x3 with C % 4 != 0: only the pixel-pair kernels besides the channels one.
+    odd = LayerShape(input=(1, 8, 8, 6), filter=(1, 3, 3, 6), output=(1, 8, 8, 6))
+    assert dwconv2d_variant(odd, DSP).kernel == "kiln_dwconv2d_3x3_px2_s8"
+    for other in (LayerShape(input=(1, 8, 8, 4), filter=(1, 5, 5, 4), output=(1, 8, 8, 4)),
                   LayerShape(input=(1, 8, 8, 4), filter=(1, 3, 3, 4), output=(1, 4, 4, 4),
                              dilation=(2, 2))):
         v = dwconv2d_variant(other, DSP)

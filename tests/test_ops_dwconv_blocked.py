@@ -113,11 +113,12 @@ def test_candidates_of_the_blocked_depthwise_variants():
     assert _interior_share(big) == pytest.approx((46 / 48) ** 2)
     assert _interior_share(kws) == pytest.approx(23 / 25 * 3 / 5)
     # Mostly interior pixels: the int8-filter kernel first; otherwise the packed one; rows
-    # of 12 pixels or more lead with the pixel-pair one (tests/test_dwconv_px2.py).
+    # of 12 pixels or more lead with the pixel pairs, tall narrow maps with vertical
+    # pairs (tests/test_dwconv_px2.py).
     assert [k["variant"] for k in candidates("DEPTHWISE_CONV_2D", big, DSP)] == [
-        "3x3_px2"] * 4 + ["3x3_w8", "3x3", "channels", "generic"]
+        "3x3_px2"] * 4 + ["3x3_w8", "3x3"] + ["3x3_px2v"] * 4 + ["channels", "generic"]
     assert [k["variant"] for k in candidates("DEPTHWISE_CONV_2D", kws, DSP)] == [
-        "3x3", "3x3_w8", "3x3_px2", "channels", "generic"]
+        "3x3_px2v"] * 4 + ["3x3", "3x3_w8", "3x3_px2", "channels", "generic"]
     v = dwconv2d_variant(big, DSP, {"variant": "3x3_w8"})
     assert (v.kernel, v.scratch) == (W8, 8)
     tiny = LayerShape(input=(1, 2, 2, 4), filter=(1, 3, 3, 4), output=(1, 2, 2, 4),

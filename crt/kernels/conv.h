@@ -348,8 +348,22 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
                                        const kiln_dims_t *output_dims, int8_t *output);
 
 /* Scratch of kiln_dwconv2d_3x3_px2_s8: 12 * (W rounded up to even + 2) bytes,
- * W the output width. */
+ * W the output width; less (at least 48) makes it go in tiles of the columns its
+ * ring holds. */
 int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims);
+
+/* The same with the pairs along y (vertical stride 1, any horizontal stride):
+ * for tall narrow maps (KWS's 25x5). Scratch 12 * (H rounded up to even + 2)
+ * bytes, H the output height, or less as above. */
+kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
+                                        const kiln_dwconv_params_t *params,
+                                        const kiln_requant_fast_t *quant,
+                                        const kiln_dims_t *input_dims, const int8_t *input,
+                                        const kiln_dims_t *filter_dims, const int8_t *filter,
+                                        const int32_t *bias,
+                                        const kiln_dims_t *output_dims, int8_t *output);
+
+int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added

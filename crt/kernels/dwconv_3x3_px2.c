@@ -32,6 +32,7 @@
  * |sum w * x| <= 128 * sum|w|, and an SMLAD adds two products of that sum.
  */
 #include "conv_dsp.h"
+#include "inplace.h"
 
 /* Columns of one ring row: out_w rounded up to even, plus the two the last pair
  * reads past its first tap. */
@@ -105,38 +106,49 @@ typedef struct {
     kiln_dw_rq_t rq_lo, rq_hi;
 } px2_pass_t;
 
-/* What every row of a layer shares. */
+/*
+ * What every line of a layer shares. Pairs run along one axis of the image and
+ * the ring's slots along the other: rows of pixels along x (kiln_dwconv2d_3x3_px2_s8),
+ * or columns of pixels along y (kiln_dwconv2d_3x3_px2v_s8, the same code on the
+ * transposed image, with the filter's taps transposed too).
+ */
 typedef struct {
     const kiln_conv_params_t *p;
-    int32_t in_h, in_w, in_c, out_h, out_w;
-    int32_t x0, tw;             /* the tile: output columns [x0, x0 + tw) */
+    int32_t in_c;
+    int32_t in_lines, in_len;   /* input lines, and pixels along a line */
+    int32_t out_lines, out_len;
+    int32_t line_stride, line_pad, len_pad;     /* the pair axis has stride 1 */
+    size_t in_pix, in_line;     /* input bytes from a pixel to the next along a line,
+                                 * and from a line to the next */
+    size_t out_pix, out_line;
+    int32_t x0, tw;             /* the tile: output pixels [x0, x0 + tw) of each line */
     int32_t cols;               /* ring_cols(tw) */
 } px2_layer_t;
 
-/* Input row iy of the block of `lanes` channels at c (image at the batch) into
- * ring slot `slot`: column i at word (i / 2) * 6 + 2 * slot + i % 2. */
+/* Input line iy (a row, or a column) of the block of `lanes` channels at c (image
+ * at the batch) into ring slot `slot`: pixel i at word (i / 2) * 6 + 2 * slot + i % 2. */
 static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *image, int32_t c,
                                         int32_t lanes, int32_t iy, uint32_t zp4,
                                         uint32_t *ring, int32_t slot)
 {
-    /* Ring column i is input column i - pad (the tile's first tap at ring column 0). */
-    const int32_t pad = g->p->padding.w - g->x0;
+    /* Ring pixel i is input pixel i - pad (the tile's first tap at ring pixel 0). */
+    const int32_t pad = g->len_pad - g->x0;
     uint32_t *d = ring + 2 * slot;
     /* Ring columns [lo, hi) are in the image. */
     int32_t lo = g->cols;
     int32_t hi = g->cols;
-    if (iy >= 0 && iy < g->in_h) {
+    if (iy >= 0 && iy < g->in_lines) {
         lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
-        hi = kiln_max_i32(kiln_min_i32(pad + g->in_w, g->cols), lo);
+        hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
     }
     int32_t i = 0;
     for (; i < lo; ++i) {
         d[(i >> 1) * 6 + (i & 1)] = zp4;
     }
-    const size_t step = (size_t)g->in_c;
+    const size_t step = g->in_pix;
     const int8_t *x = image + (size_t)c;
     if (i < hi) {
-        x += ((size_t)iy * (size_t)g->in_w + (size_t)(i - pad)) * step;
+        x += (size_t)iy * g->in_line + (size_t)(i - pad) * step;
     }
     if (lanes == 4) {
         if (i < hi && (i & 1)) {
@@ -305,7 +317,7 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
     const int32_t k = 1 + 2 * p->output_offset;
     const int32_t act_min = p->activation.min;
     const int32_t act_max = p->activation.max;
-    const size_t c = (size_t)g->in_c;
+    const size_t c = g->out_pix;
     const uint32_t *end = ring + (size_t)(g->tw / 2) * 6;
     for (const uint32_t *r = ring; r != end; r += 6, out += 2 * c) {
         int32_t a_lo = s->bias[0];
@@ -331,33 +343,18 @@ static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *
     }
 }
 
-/* One pass of the last C % 4 channels: rare and small, so one clamping instance
- * (flags at run time). */
-static KILN_NOINLINE void px2_pass_tail(const px2_layer_t *g, const px2_pass_t *s,
-                                        const uint32_t *w, const uint32_t *ring, int8_t *out,
-                                        int odd, int store_hi)
-{
-    if (odd) {
-        px2_pass(g, s, w, ring, out, 1, 0, 0, store_hi);
-    } else {
-        px2_pass(g, s, w, ring, out, 0, 0, 0, store_hi);
-    }
-}
-
-/* Every output row of the block of `lanes` channels at c (its passes s): each
- * row first brings the input rows it needs into the ring. full_range, relu and
- * lanes == 4 are constants in each instance. */
+/* Every output line of the tile of the block of `lanes` channels at c (its passes
+ * s): each line first brings the input lines it needs into the ring. full_range
+ * and relu are constants in each instance. */
 static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *image, int32_t c,
                                          int32_t lanes, const px2_pass_t *s, uint32_t *ring,
                                          int8_t *out, uint32_t zp4, int full_range, int relu)
 {
-    const kiln_conv_params_t *p = g->p;
-    const size_t out_row = (size_t)g->out_w * (size_t)g->in_c;
-    /* held[k]: the input row in ring slot k (rows below -3 never are). */
+    /* held[k]: the input line in ring slot k (lines below -3 never are). */
     int32_t held[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
-    int32_t iy0 = -p->padding.h;
-    for (int32_t oy = 0; oy < g->out_h; ++oy, iy0 += p->stride.h, out += out_row) {
-        /* Input row iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 rows). */
+    int32_t iy0 = -g->line_pad;
+    for (int32_t oy = 0; oy < g->out_lines; ++oy, iy0 += g->line_stride, out += g->out_line) {
+        /* Input line iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 lines). */
         const int32_t slot0 = (iy0 + 3) % 3;
         for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
             if (held[slot] != iy0 + ky) {
@@ -367,31 +364,29 @@ static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *ima
         }
         /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
         const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
-        if (lanes == 4) {
-            px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, 1);
-            px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, 1);
-        } else {                /* the pass's second channel only if it exists */
-            px2_pass_tail(g, &s[0], s[0].w[rot], ring, out, 0, lanes == 3);
-            if (lanes >= 2) {
-                px2_pass_tail(g, &s[1], s[1].w[rot], ring, out + 1, 1, 0);
-            }
+        /* A pass stores its second channel only if it exists (C % 4). */
+        px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, lanes >= 3);
+        if (lanes >= 2) {
+            px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, lanes == 4);
         }
     }
 }
 
-#define PX2_BLOCK_FN(name, full_range, relu, lanes)                             \
-    static KILN_NOINLINE void name(const px2_layer_t *g, const int8_t *image, int32_t c, \
-                                   int32_t n, const px2_pass_t *s, uint32_t *ring, \
-                                   int8_t *out, uint32_t zp4)                    \
-    {                                                                            \
-        (void)n;                /* a constant 4 but in the tail */               \
-        px2_block(g, image, c, lanes, s, ring, out, zp4, full_range, relu);      \
-    }
-PX2_BLOCK_FN(px2_block_relu, 1, 1, 4)
-PX2_BLOCK_FN(px2_block_clamped, 0, 0, 4)
-/* The last C % 4 channels (n of them, 1 to 3). */
-PX2_BLOCK_FN(px2_block_tail, 0, 0, n)
-#undef PX2_BLOCK_FN
+/* The RELU-at-the-zero-point instance (whole blocks), and the one for any clamp
+ * and any block (its passes test for a missing second channel per pair). */
+static KILN_NOINLINE void px2_block_relu(const px2_layer_t *g, const int8_t *image, int32_t c,
+                                         const px2_pass_t *s, uint32_t *ring, int8_t *out,
+                                         uint32_t zp4)
+{
+    px2_block(g, image, c, 4, s, ring, out, zp4, 1, 1);
+}
+
+static KILN_NOINLINE void px2_block_any(const px2_layer_t *g, const int8_t *image, int32_t c,
+                                        int32_t lanes, const px2_pass_t *s, uint32_t *ring,
+                                        int8_t *out, uint32_t zp4)
+{
+    px2_block(g, image, c, lanes, s, ring, out, zp4, 0, 0);
+}
 
 /* Rows 3 and 4 of the pass weights: rows 0 and 1 again (px2_pass_t). */
 static void px2_wrap_rows(px2_pass_t *s)
@@ -403,9 +398,11 @@ static void px2_wrap_rows(px2_pass_t *s)
 
 /* The two passes of the last C % 4 channels (`lanes` of them) at c, one weight at
  * a time: widened weight pairs, folded biases (bias + input_offset * sum of the
- * taps) and requantization; lanes past C get zero weights and are never stored. */
+ * taps) and requantization; lanes past C get zero weights and are never stored.
+ * tap: filter bytes from a tap to the next along the pair axis; line: along the
+ * slot axis (C and 3 * C for rows of pairs, the other way round for columns). */
 static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
-                           const kiln_requant_fast_t *quant, int32_t in_c,
+                           const kiln_requant_fast_t *quant, size_t tap, size_t line,
                            int32_t input_offset, int32_t c, int32_t lanes, px2_pass_t *s)
 {
     memset(s, 0, 2 * sizeof *s);
@@ -416,10 +413,10 @@ static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
         const int32_t ch = c + lane;
         int32_t sum = 0;
         for (int32_t ky = 0; ky < 3; ++ky) {
-            const int8_t *f = filter + (size_t)(3 * ky) * (size_t)in_c + (size_t)ch;
+            const int8_t *f = filter + (size_t)ky * line + (size_t)ch;
             const int32_t w0 = f[0];
-            const int32_t w1 = f[in_c];
-            const int32_t w2 = f[2 * in_c];
+            const int32_t w1 = f[tap];
+            const int32_t w2 = f[2 * tap];
             sum += w0 + w1 + w2;
             ps->w[ky][2 * hi] = (uint32_t)(uint16_t)w1 | (uint32_t)(uint16_t)w2 << 16;
             ps->w[ky][2 * hi + 1] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
@@ -436,15 +433,15 @@ static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
  * SXTB16 splits a filter word into the (c0, c2) and (c1, c3) pairs, and PKH
  * regroups them by channel (the sums of the taps as int16 lanes, |sum| <= 9 * 128). */
 static void px2_setup(const int8_t *filter, const int32_t *bias,
-                      const kiln_requant_fast_t *quant, int32_t in_c, int32_t input_offset,
-                      int32_t c, px2_pass_t *s)
+                      const kiln_requant_fast_t *quant, size_t tap, size_t line,
+                      int32_t input_offset, int32_t c, px2_pass_t *s)
 {
     uint32_t sum[2] = {0, 0};
     for (int32_t ky = 0; ky < 3; ++ky) {
-        const int8_t *f = filter + (size_t)(3 * ky) * (size_t)in_c + (size_t)c;
+        const int8_t *f = filter + (size_t)ky * line + (size_t)c;
         const uint32_t v0 = kiln_load_s8x4(f);
-        const uint32_t v1 = kiln_load_s8x4(f + in_c);
-        const uint32_t v2 = kiln_load_s8x4(f + 2 * in_c);
+        const uint32_t v1 = kiln_load_s8x4(f + tap);
+        const uint32_t v2 = kiln_load_s8x4(f + 2 * tap);
         for (int32_t j = 0; j < 2; ++j) {
             const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
             const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
@@ -471,13 +468,14 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
     }
 }
 
-kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
-                                       const kiln_dwconv_params_t *params,
-                                       const kiln_requant_fast_t *quant,
-                                       const kiln_dims_t *input_dims, const int8_t *input,
-                                       const kiln_dims_t *filter_dims, const int8_t *filter,
-                                       const int32_t *bias,
-                                       const kiln_dims_t *output_dims, int8_t *output)
+/* Both kernels: pairs along x (vertical = 0) or along y (vertical = 1); tiles of
+ * the pair axis last to first when reverse (a banded call over its own input). */
+static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
+                             const kiln_requant_fast_t *quant, const kiln_dims_t *input_dims,
+                             const int8_t *input, const kiln_dims_t *filter_dims,
+                             const int8_t *filter, const int32_t *bias,
+                             const kiln_dims_t *output_dims, int8_t *output, int vertical,
+                             int reverse)
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
@@ -489,25 +487,56 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
         filter_dims->c != input_dims->c || output_dims->c != input_dims->c ||
         filter_dims->h != 3 || filter_dims->w != 3 ||
         params->conv.dilation.h != 1 || params->conv.dilation.w != 1 ||
-        params->conv.stride.w != 1 || ((uintptr_t)ctx->buf & 3u) != 0 ||
-        ctx->size < 3 * 4 * ring_cols(1)) {
+        (vertical ? params->conv.stride.h : params->conv.stride.w) != 1 ||
+        ((uintptr_t)ctx->buf & 3u) != 0 || ctx->size < 3 * 4 * ring_cols(1)) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;
     const int32_t in_c = input_dims->c;
-    const int32_t out_w = output_dims->w;
-    /* The widest tile of output columns (even) whose ring the scratch holds. */
+    const size_t pix = (size_t)in_c;
+    const size_t in_row = (size_t)input_dims->w * pix;
+    const size_t out_row = (size_t)output_dims->w * pix;
+    px2_layer_t g = {.p = p, .in_c = in_c};
+    size_t tap = pix;                   /* filter taps along the pair axis */
+    size_t line = 3 * pix;              /* ... and along the slot axis */
+    if (vertical) {
+        g.in_lines = input_dims->w;
+        g.in_len = input_dims->h;
+        g.out_lines = output_dims->w;
+        g.out_len = output_dims->h;
+        g.line_stride = p->stride.w;
+        g.line_pad = p->padding.w;
+        g.len_pad = p->padding.h;
+        g.in_pix = in_row;
+        g.in_line = pix;
+        g.out_pix = out_row;
+        g.out_line = pix;
+        tap = 3 * pix;
+        line = pix;
+    } else {
+        g.in_lines = input_dims->h;
+        g.in_len = input_dims->w;
+        g.out_lines = output_dims->h;
+        g.out_len = output_dims->w;
+        g.line_stride = p->stride.h;
+        g.line_pad = p->padding.h;
+        g.len_pad = p->padding.w;
+        g.in_pix = pix;
+        g.in_line = in_row;
+        g.out_pix = pix;
+        g.out_line = out_row;
+    }
+    /* The widest tile (even) whose ring the scratch holds. (Balanced tiles, 25 as
+     * 14 + 11 rather than 24 + 1, measured 1% more instructions on KWS: the per-line
+     * work of a second full tile outweighs one odd pixel.) */
     const int32_t most = (int32_t)((ctx->size / (3 * 4) - 2) & ~(size_t)1);
-    const int32_t tile = kiln_min_i32(most, (out_w + 1) / 2 * 2);
-    px2_layer_t g = {
-        .p = p, .in_h = input_dims->h, .in_w = input_dims->w, .in_c = in_c,
-        .out_h = output_dims->h, .out_w = out_w,
-    };
+    const int32_t tile = kiln_min_i32(most, (g.out_len + 1) / 2 * 2);
+    const int32_t tiles = (g.out_len + tile - 1) / tile;
     uint32_t *ring = (uint32_t *)ctx->buf;
     /* The input zero point in every byte: what padding reads. */
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
-    const size_t image_bytes = (size_t)g.in_h * (size_t)g.in_w * (size_t)in_c;
-    const size_t out_bytes = (size_t)g.out_h * (size_t)out_w * (size_t)in_c;
+    const size_t image_bytes = (size_t)input_dims->h * in_row;
+    const size_t out_bytes = (size_t)output_dims->h * out_row;
     /* The fast instance: no clamp but SSAT's and act_min at the zero point (a
      * RELU with the output zero point at -128, as MLPerf Tiny's models have); any
      * other clamp takes the clamping one. */
@@ -520,22 +549,121 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
             const int32_t lanes = kiln_min_i32(4, in_c - c);
             px2_pass_t s[2];
             if (lanes < 4) {
-                px2_setup_tail(filter, bias, quant, in_c, p->input_offset, c, lanes, s);
+                px2_setup_tail(filter, bias, quant, tap, line, p->input_offset, c, lanes, s);
             } else {
-                px2_setup(filter, bias, quant, in_c, p->input_offset, c, s);
+                px2_setup(filter, bias, quant, tap, line, p->input_offset, c, s);
             }
-            for (g.x0 = 0; g.x0 < out_w; g.x0 += tile) {
-                g.tw = kiln_min_i32(tile, out_w - g.x0);
+            for (int32_t t = 0; t < tiles; ++t) {
+                g.x0 = (reverse ? tiles - 1 - t : t) * tile;
+                g.tw = kiln_min_i32(tile, g.out_len - g.x0);
                 g.cols = ring_cols(g.tw);
-                int8_t *o = out + (size_t)g.x0 * (size_t)in_c + (size_t)c;
-                if (lanes < 4) {
-                    px2_block_tail(&g, image, c, lanes, s, ring, o, zp4);
-                } else if (relu) {
-                    px2_block_relu(&g, image, c, 4, s, ring, o, zp4);
+                int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)c;
+                if (relu && lanes == 4) {
+                    px2_block_relu(&g, image, c, s, ring, o, zp4);
                 } else {
-                    px2_block_clamped(&g, image, c, 4, s, ring, o, zp4);
+                    px2_block_any(&g, image, c, lanes, s, ring, o, zp4);
                 }
             }
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
+                                       const kiln_dwconv_params_t *params,
+                                       const kiln_requant_fast_t *quant,
+                                       const kiln_dims_t *input_dims, const int8_t *input,
+                                       const kiln_dims_t *filter_dims, const int8_t *filter,
+                                       const int32_t *bias,
+                                       const kiln_dims_t *output_dims, int8_t *output)
+{
+    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 0, 0);
+}
+
+int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims)
+{
+    return output_dims == NULL ? 0 : 3 * 4 * ring_cols(output_dims->h);
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
+                                        const kiln_dwconv_params_t *params,
+                                        const kiln_requant_fast_t *quant,
+                                        const kiln_dims_t *input_dims, const int8_t *input,
+                                        const kiln_dims_t *filter_dims, const int8_t *filter,
+                                        const int32_t *bias,
+                                        const kiln_dims_t *output_dims, int8_t *output)
+{
+    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 1, 0);
+}
+
+/*
+ * The banded twin (inplace.h). When the output sits a whole number of rows from
+ * the input (each output byte over the input byte of its own channel and column)
+ * and no band copies its input, the whole layer is one call: a block of channels
+ * reads and writes only its own channels, and within a block the ring holds every
+ * input pixel of a tile of rows before any output row of the tile is written;
+ * tiles go in the bands' order, so a tile reads only rows that the bands before
+ * it could not have overwritten (the planner's bound puts the output at least
+ * two rows from the input). Otherwise band by band, as conv_inplace.c does.
+ */
+kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
+                                               const kiln_context_t *ctx,
+                                               const kiln_dwconv_params_t *params,
+                                               const kiln_requant_fast_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int8_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (band == NULL || band->rows < 1 || band->flat || ctx == NULL || params == NULL ||
+        input_dims == NULL || output_dims == NULL || filter_dims == NULL || input == NULL ||
+        output == NULL || input_dims->n != 1 || output_dims->n != 1 ||
+        !kiln_dims_valid(input_dims) || !kiln_dims_valid(output_dims) ||
+        !kiln_conv_params_valid(&params->conv) || filter_dims->h != 3) {
+        return KILN_ERR_ARG;
+    }
+    const kiln_conv_params_t *p = &params->conv;
+    const size_t in_row = (size_t)input_dims->w * (size_t)input_dims->c;
+    const size_t out_row = (size_t)output_dims->w * (size_t)output_dims->c;
+    const intptr_t delta = (intptr_t)output - (intptr_t)input;
+    const size_t gap = (size_t)(delta < 0 ? -delta : delta);
+    /* Apart, or two rows or more in the bands' direction (the argument above). */
+    const int apart = gap >= (size_t)input_dims->h * in_row;
+    const int ahead = band->reverse ? delta > 0 : delta < 0;
+    if (!band->copy && in_row == out_row && gap % in_row == 0 &&
+        (apart || (ahead && gap >= 2 * in_row))) {
+        return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                       output_dims, output, 1, band->reverse);
+    }
+    const int32_t copy = kiln_band_copy_bytes(band, p, input_dims, 3, output_dims);
+    if (copy > 0 && (ctx->buf == NULL || ctx->size < copy)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t count = kiln_band_count(band, output_dims->h);
+    for (int32_t i = 0; i < count; ++i) {
+        kiln_band_t b;
+        kiln_band_rows(band, p, input_dims->h, 3, output_dims->h,
+                       band->reverse ? count - 1 - i : i, &b);
+        kiln_dwconv_params_t bp = *params;
+        bp.conv.padding.h = b.pad_top;
+        kiln_dims_t in_dims = *input_dims;
+        kiln_dims_t out_dims = *output_dims;
+        in_dims.h = b.in_rows;
+        out_dims.h = b.out_rows;
+        const int8_t *in = input + (size_t)b.in_row * in_row;
+        if (copy > 0) {
+            memcpy(ctx->buf, in, (size_t)b.in_rows * in_row);
+            in = (const int8_t *)ctx->buf;
+        }
+        const kiln_context_t kctx = {(int8_t *)ctx->buf + copy, ctx->size - copy};
+        const kiln_status_t status =
+            px2_run(&kctx, &bp, quant, &in_dims, in, filter_dims, filter, bias, &out_dims,
+                    output + (size_t)b.out_row * out_row, 1, 0);
+        if (status != KILN_OK) {
+            return status;
         }
     }
     return KILN_OK;

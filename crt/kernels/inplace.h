@@ -163,6 +163,18 @@ kiln_status_t kiln_dwconv2d_3x3_w8_banded_s8(const kiln_band_params_t *band,
                                              const int32_t *bias,
                                              const kiln_dims_t *output_dims, int8_t *output);
 
+/* kiln_dwconv2d_3x3_px2v_s8 (dwconv_3x3_px2.c): one call over the whole layer when
+ * the output lies a whole number of rows from the input and no band is copied. */
+kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
+                                               const kiln_context_t *ctx,
+                                               const kiln_dwconv_params_t *params,
+                                               const kiln_requant_fast_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int8_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output);
+
 #ifdef __cplusplus
 }
 #endif

@@ -228,7 +228,13 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # smaller maps and on KWS's 25x5 (run in one-row bands), where it
                 # leads only when C % 4 != 0 (0.5x the channels kernel's).
                 first = shape.output[2] >= _DW_PX2_MIN_WIDTH or fc % 4 != 0
-                blocked[0 if first else len(blocked):0] = _dw_px2_knobs(shape)
+                blocked[0 if first else len(blocked):0] = _dw_px2_knobs(shape, "3x3_px2")
+            if kh == kw == 3 and shape.dilation == (1, 1) and shape.stride[0] == 1:
+                # The same with the pairs along y ("3x3_px2v"), for tall narrow maps:
+                # KWS's 25x5 (rows of five pixels leave horizontal pairs little to
+                # share) leads with it, and its banded twin runs the layer in one call.
+                tall = shape.output[2] < _DW_PX2_MIN_WIDTH <= shape.output[1]
+                blocked[0 if tall else len(blocked):0] = _dw_px2_knobs(shape, "3x3_px2v")
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
         # One input channel: output channel oc is a CONV_2D filter over that channel, so
@@ -279,13 +285,14 @@ def _candidates16(op: str, shape: LayerShape, target: Target) -> list[dict]:
     return simd + plain if target.dsp else plain + simd
 
 
-def _dw_px2_knobs(shape: LayerShape) -> list[dict]:
-    """kiln_dwconv2d_3x3_px2_s8 by tile (output columns per ring pass, even; the whole row
-    rounded up to even is the widest), the default first: _DW_PX2_TILE or the row."""
-    row = (shape.output[2] + 1) // 2 * 2
-    tiles = [t for t in _DW_PX2_TILES if t < row] + [row]
-    default = min(_DW_PX2_TILE, row)
-    return [{"variant": "3x3_px2", "tile": t}
+def _dw_px2_knobs(shape: LayerShape, variant: str) -> list[dict]:
+    """kiln_dwconv2d_3x3_px2[v]_s8 by tile (output pixels per ring pass along the pairs'
+    axis, x or y for px2v, even; the whole line rounded up to even is the widest), the
+    default first: _DW_PX2_TILE or the line."""
+    line = (shape.output[1 if variant == "3x3_px2v" else 2] + 1) // 2 * 2
+    tiles = [t for t in _DW_PX2_TILES if t < line] + [line]
+    default = min(_DW_PX2_TILE, line)
+    return [{"variant": variant, "tile": t}
             for t in [default] + [t for t in tiles if t != default]]
 
 
@@ -331,8 +338,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
                               target, k)
     if k["variant"] == "3x3_w8":
         return Variant("kiln_dwconv2d_3x3_w8_s8", k, shape.input[3])
-    if k["variant"] == "3x3_px2":       # a ring of three rows of tile + 2 words
-        return Variant("kiln_dwconv2d_3x3_px2_s8", k, 12 * (k["tile"] + 2))
+    if k["variant"] in ("3x3_px2", "3x3_px2v"):     # a ring of three lines of tile + 2 words
+        return Variant(f"kiln_dwconv2d_{k['variant']}_s8", k, 12 * (k["tile"] + 2))
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
 
 
@@ -821,7 +828,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2"):
+    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         quant = _requant_fast_c(ctx, table)

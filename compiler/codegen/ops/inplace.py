@@ -45,6 +45,7 @@ BANDED_KERNELS = {
     "kiln_conv2d_mve_im2col_s8": "kiln_conv2d_mve_im2col_banded_s8",
     "kiln_dwconv2d_mve_s8": "kiln_dwconv2d_mve_banded_s8",
     "kiln_dwconv2d_3x3_w8_s8": "kiln_dwconv2d_3x3_w8_banded_s8",
+    "kiln_dwconv2d_3x3_px2v_s8": "kiln_dwconv2d_3x3_px2v_banded_s8",
 }
 
 # Kernels whose output may sit exactly on a same-shape input (element i from element i).
