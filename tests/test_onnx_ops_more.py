@@ -616,3 +616,21 @@ def test_layout_nhwc_needs_no_transpose(name):
     got = FloatModel(prepare(g)).run([x.transpose(to_last)[None]])[0][0]
     want = test_onnx.ort_run(data, x).transpose(to_last)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["conv_group2", "convt_depthwise_k2"])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qdq_grouped_weights_are_the_models_integers(name, per_channel, tmp_path):
+    """The per-group layers kiln makes of a grouped Conv / ConvTranspose carry the QDQ
+    model's own int8 weights (per-channel scales split by group), not kiln's requantization
+    (which, per channel, gives the model's per-tensor weights other integers)."""
+    from onnx import numpy_helper
+
+    qdq = qdq_model(CASES[name](), per_channel, "QInt8", tmp_path)
+    m = onnx.load_from_string(qdq)
+    model_ints = np.concatenate([numpy_helper.to_array(t).reshape(-1) for t in m.graph.initializer
+                                 if t.data_type == TensorProto.INT8 and len(t.dims) == 4])
+    g = load(qdq)
+    kiln_ints = np.concatenate([g.tensor(op.inputs[1]).data.reshape(-1) for op in g.ops
+                                if op.type in ("CONV_2D", "TRANSPOSE_CONV")])
+    assert sorted(model_ints.tolist()) == sorted(kiln_ints.tolist())
