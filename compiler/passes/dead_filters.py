@@ -47,9 +47,11 @@ _INT32_MAX = (1 << 31) - 1
 Consts = dict[int, dict[int, int]]          # tensor id → {channel: its int8 value}
 
 # A depthwise layer keeps a multiple of this many channels (a few removable ones stay):
-# kiln's SIMD 3x3 depthwise kernels take C % 4 == 0, the others cost more per MAC. On
-# VWW (QEMU mps2-an386) keeping up to 3 more channels per depthwise layer gives 9.17M
-# instructions instead of 9.52M and 3.9 KB less code (no second depthwise kernel).
+# kiln's SIMD 3x3 depthwise kernels take C % 4 == 0, the others cost more per MAC or
+# more code. On VWW (QEMU mps2-an386) keeping up to 3 more channels per depthwise layer
+# gave 9.17M instructions instead of 9.52M and 3.9 KB less code (no second depthwise
+# kernel); with the pixel-pair kernels (any C) 8.82M instead of 8.84M, code 24.6 KB
+# instead of 28.5 KB.
 DEPTHWISE_CHANNEL_MULTIPLE = 4
 
 
