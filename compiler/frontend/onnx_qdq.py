@@ -311,7 +311,8 @@ def _activation_params(graph: Graph, info: QdqInfo) -> dict[int, Quant]:
         if not t.is_const and t.id not in found and _used(graph, t.id):
             raise ModelError(f"value {t.name!r} has no QuantizeLinear/DequantizeLinear pair; "
                              "kiln reads QDQ models whose every activation is quantized "
-                             "(quantize_static with the default op types)")
+                             "(quantize_static with the default op types; it leaves LSTM and "
+                             "GRU in float: give kiln the float model and --calibration)")
     return found
 
 
