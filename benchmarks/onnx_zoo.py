@@ -207,6 +207,33 @@ def _corpus():
             y = self.e(x)
             return x + self.p(y * self.se(y))
 
+    class TinyViT(nn.Module):           # patch embedding, LayerNorm, attention, GELU
+        def __init__(self, d=32):
+            super().__init__()
+            self.embed = nn.Conv2d(3, d, 8, 8)
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
+            self.head = nn.Linear(d, 10)
+
+        def forward(self, x):
+            t = self.embed(x).flatten(2).transpose(1, 2)          # [N, 16, d]
+            q, k, v = self.qkv(self.norm1(t)).chunk(3, dim=-1)
+            a = torch.softmax(q @ k.transpose(1, 2) / q.shape[-1] ** 0.5, dim=-1)
+            t = t + self.proj(a @ v)
+            t = t + self.mlp(self.norm2(t))
+            return self.head(t.mean(1))
+
+    class BiGRU(nn.Module):             # bidirectional: two directions, concatenated
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(10, 16, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(32, 5)
+
+        def forward(self, x):
+            y, _ = self.rnn(x)
+            return self.fc(y[:, -1])
+
     img = (1, 3, 64, 64)
     return {
         "mobilenet_v2": (lambda: tvm.mobilenet_v2(num_classes=10, width_mult=0.35), img, "image"),
@@ -225,6 +252,8 @@ def _corpus():
         "mlp": (MLP, (1, 64), "vec"),
         "unet": (UNet, (1, 3, 32, 32), "image"),
         "misc_ops": (Misc, (1, 3, 31, 31), "image"),
+        "tiny_vit": (TinyViT, (1, 3, 32, 32), "image"),
+        "bigru": (BiGRU, (1, 12, 10), "seq"),
     }
 
 
@@ -329,7 +358,22 @@ def ort_session(path: Path):
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 
-def check_float(path: Path, calib, test, work: Path) -> dict:
+def run_samples(tfl: Path, qx: np.ndarray, work: Path, stateful: bool):
+    """`kiln run` on the host: kiln's int8 outputs for each sample (or the error line).
+    N stacked samples run one after the other in one process, as firmware runs them: a
+    stateful model (an LSTM keeps its state, as in tflite-micro) gets one run a sample,
+    so each sequence starts from zero as in onnxruntime."""
+    ys = []
+    for part in ([qx[i:i + 1] for i in range(len(qx))] if stateful else [qx]):
+        np.save(work / "qx.npy", part)
+        rc, out = kiln("run", tfl, "--input", work / "qx.npy", "--output", work / "y.npz", cwd=work)
+        if rc:
+            return None, one_line(out)
+        ys.append(np.load(work / "y.npz")["output_0"])
+    return np.concatenate(ys), None
+
+
+def check_float(path: Path, calib, test, work: Path, stateful: bool = False) -> dict:
     """kiln quantize + kiln run on the host vs onnxruntime's float outputs; TFLM bit-exact."""
     tfl = work / (path.stem + ".tflite")
     tfl.unlink(missing_ok=True)
@@ -339,11 +383,9 @@ def check_float(path: Path, calib, test, work: Path) -> dict:
         return {"verdict": "quantize: " + one_line(out)}
     in_q, out_q, _ = _quant(tfl)
     qx = _to_int8(test, in_q)
-    np.save(work / "qx.npy", qx)
-    rc, out = kiln("run", tfl, "--input", work / "qx.npy", "--output", work / "y.npz", cwd=work)
-    if rc:
-        return {"verdict": "run: " + one_line(out)}
-    y = np.load(work / "y.npz")["output_0"]
+    y, err = run_samples(tfl, qx, work, stateful)
+    if err:
+        return {"verdict": "run: " + err}
     sess = ort_session(path)
     want = np.concatenate([sess.run(None, {"x": t[None]})[0] for t in test])
     got = (y.astype(np.float32) - out_q[1]) * np.float32(out_q[0])
@@ -361,7 +403,8 @@ class _Reader:
         return next(self.items, None)
 
 
-def check_qdq(path: Path, calib, test, work: Path, per_channel: bool, act: str) -> dict:
+def check_qdq(path: Path, calib, test, work: Path, per_channel: bool, act: str,
+              stateful: bool = False) -> dict:
     """onnxruntime's quantize_static (QDQ) → kiln quantize (as it is) → kiln run vs
     onnxruntime running the QDQ model on the same integers; TFLM on kiln's export."""
     from onnxruntime import quantization as q
@@ -381,11 +424,9 @@ def check_qdq(path: Path, calib, test, work: Path, per_channel: bool, act: str) 
         return {"verdict": "quantize: " + one_line(out)}
     in_q, out_q, _ = _quant(tfl)
     qx = _to_int8(test, in_q)
-    np.save(work / "qx.npy", qx)
-    rc, out = kiln("run", tfl, "--input", work / "qx.npy", "--output", work / "y.npz", cwd=work)
-    if rc:
-        return {"verdict": "run: " + one_line(out)}
-    y = np.load(work / "y.npz")["output_0"]
+    y, err = run_samples(tfl, qx, work, stateful)
+    if err:
+        return {"verdict": "run: " + err}
     sess = ort_session(qdq)
     # The real value of each integer: onnxruntime quantizes it back to the same one.
     x = ((qx.astype(np.float32) - in_q[1]) * np.float32(in_q[0])).astype(np.float32)
@@ -433,11 +474,11 @@ def evaluate(cache: Path, only: list[str], qdq: bool) -> list[dict]:
             if rc:
                 row["verdict"] = "info: " + one_line(out)
             else:
-                row.update(check_float(path, calib, test, work))
+                row.update(check_float(path, calib, test, work, name == "lstm"))
             if qdq and row["verdict"] == "ok":
                 for pc, act in ((True, "QInt8"), (False, "QUInt8")):
                     row[f"qdq_{'pc' if pc else 'pt'}_{act}"] = check_qdq(path, calib, test, work,
-                                                                        pc, act)
+                                                                        pc, act, name == "lstm")
             if opset == 17:
                 row["dynamic"] = check_dynamic(cache / f"{name}_dyn.onnx", shape, calib, work)
             row["seconds"] = round(time.time() - t0, 1)
