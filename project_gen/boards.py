@@ -683,14 +683,16 @@ def board_digest(board: Board) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def check_board(board: Board) -> None:
+def check_board(board: Board) -> Board:
     """BoardError unless a Board built in Python (dataclasses.replace of a known board, or
-    from the caller's own data) passes the same schema as a board file."""
+    from the caller's own data) passes the same schema as a board file; returns it as
+    that file would read (e.g. a `Region("RAM", origin, size)` gets the kind, speed and
+    flags the `ram` table implies), equal to `board` when it was built whole."""
     try:
         data = _board_data(board)
     except (AttributeError, TypeError) as e:
         raise BoardError(f"board {_show(getattr(board, 'name', board))} is not a whole Board: {e}") from None
-    parse_board(data, source=f"board {_show(board.name)}")
+    return replace(parse_board(data, source=f"board {_show(board.name)}"), source=board.source)
 
 
 @cache
@@ -752,8 +754,7 @@ def get_board(board: str | Path | Board) -> Board:
     looked up in the KILN_BOARD_PATH folders, then among kiln's boards. BoardError with
     suggestions if unknown."""
     if isinstance(board, Board):
-        check_board(board)
-        return board
+        return check_board(board)
     if isinstance(board, Path):
         return load_board_file(board, named_after_file=False)
     if not isinstance(board, str):      # e.g. a "board" of a damaged kiln.json

@@ -108,6 +108,15 @@ def test_fit_first_beats_greedy():
     assert p.where == {"dense": "SLOW", "large": "ITCM"} and not p.unplaced
 
 
+def test_a_board_built_in_python_is_read_as_its_file_would_be():
+    """Region(name, origin, size) without the flags (as code before regions built it):
+    get_board gives it the kind and flags its `ram`/`flash` table implies."""
+    an547 = get_board("mps3-an547")
+    b = get_board(replace(an547, name="mine", ram=Region("RAM", 0x30000000, 0x4000)))
+    assert (b.ram.kind, b.ram.loaded, b.ram.exec, b.flash.kind) == ("ram", False, True, "flash")
+    assert get_board(an547) == an547
+
+
 def test_linker_names_are_checked():
     assert ld_name(".kiln_weights.l3_filter") == ".kiln_weights.l3_filter"
     for bad in ["", "a b", "x) } > FLASH", ".kiln_weights.*", "a/*", "l0\nFLASH", 7]:
