@@ -536,7 +536,12 @@ def main() -> int:
             subprocess.run(cmd + [a for n in args.only for a in ("--only", n)], check=True)
         if args.export_only:
             return 0
-    print(table(evaluate(args.cache, args.only, not args.no_qdq)))
+    rows = evaluate(args.cache, args.only, not args.no_qdq)
+    print(table(rows))
+    why = {v for r in rows for v in [r["verdict"], *(r[k]["verdict"] for k in r
+                                                    if k.startswith("qdq_"))] if v != "ok"}
+    for line in sorted(why):        # the refusals in full (the table cuts them)
+        print("-", line)
     return 0
 
 
