@@ -83,6 +83,9 @@ def _per_tensor_int8(t: Tensor) -> bool:
             and _scales_ok(t.quant) and not t.is_const and not t.is_variable)
 
 
+_ACTIVATIONS = ("NONE", None, "RELU", "RELU6", "RELU_N1_TO_1")
+
+
 def _eligible(graph: Graph, op: Op) -> bool:
     """An int8 op whose channels the pass can reason about: per-tensor activations,
     constant int8 weights with zero point 0 (channel axis where kiln's kernels expect it),
@@ -90,7 +93,10 @@ def _eligible(graph: Graph, op: Op) -> bool:
     if not op.inputs or op.inputs[0] < 0 or len(op.outputs) != 1:
         return False
     x, y = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
-    if not (_per_tensor_int8(x) and _per_tensor_int8(y)):
+    if not (_per_tensor_int8(x) and _per_tensor_int8(y)) or not x.shape or not y.shape:
+        return False
+    # an activation codegen does not know is left for its one-line refusal
+    if op.options.get("fused_activation_function", "NONE") not in _ACTIVATIONS:
         return False
     if op.type in _POOLS:
         return len(op.inputs) == 1 and len(x.shape) == 4 and same_quant(x.quant, y.quant)
@@ -199,7 +205,8 @@ def _constant_channels(graph: Graph) -> Consts:
             continue
         x, y = graph.tensor(op.inputs[0]), graph.tensor(op.outputs[0])
         root = graph.storage_root(x.id)     # a view keeps the channels if its last axis does
-        cin = consts.get(root, {}) if int(x.shape[-1]) == int(graph.tensor(root).shape[-1]) \
+        root_shape = graph.tensor(root).shape
+        cin = consts.get(root, {}) if root_shape and int(x.shape[-1]) == int(root_shape[-1]) \
             else {}
         found = {_POOLS[0]: _pool_consts, _POOLS[1]: _pool_consts, _DW: _dw_consts}.get(
             op.type, _conv_consts)(graph, op, cin)
