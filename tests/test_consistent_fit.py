@@ -105,7 +105,8 @@ def test_info_board_gives_the_targets_weights(capsys):
     _, host, _ = run_kiln(capsys, "info", kws)
     _, m4, _ = run_kiln(capsys, "info", kws, "--board", "mps2-an386")
     want = compile(load(kws), board="mps2-an386").report["weights_bytes"]
-    assert "weights 30,096 B" in host and f"weights {want:,} B" in m4 and want != 30_096
+    on_host = compile(load(kws)).report["weights_bytes"]
+    assert f"weights {on_host:,} B" in host and f"weights {want:,} B" in m4 and want != on_host
     assert "kiln_conv2d_gemm_p8_s8" in m4 and "kiln_conv2d_gemm_p8_s8" not in host
     assert re.search(r"fits: flash at most [\d,]+ of 4,194,304, RAM at most [\d,]+ of 4,194,304", m4)
 
