@@ -17,7 +17,9 @@ and 17, random weights from a fixed seed, BatchNorm running statistics set away 
   `quant_pre_process`; per-channel int8 and per-tensor uint8 activations) → `kiln run
   model_qdq.onnx` against onnxruntime running the QDQ model, both fed the same integers:
   the fraction of output elements within 1 LSB and the largest difference;
-- a dynamic-batch export (dynamic_axes) pinned with `--input-shape`.
+- a dynamic-batch export (dynamic_axes) pinned with `--input-shape`;
+- the same module through torch's default (dynamo) exporter, opset 18 and newer, its
+  weights in an external data file: the table's "dynamo" rows.
 
 The corpus is written to a cache folder (default ~/.cache/kiln/onnx_zoo) by whichever
 Python has torch: this one, or the one given with `--torch-python` (torch stays out of
@@ -274,7 +276,8 @@ def _randomize(model, seed: int) -> None:
 
 
 def export(cache: Path, only: list[str]) -> None:
-    """Writes <cache>/<name>_op<13|17>.onnx (and a dynamic-batch <name>_dyn.onnx)."""
+    """Writes <cache>/<name>_op<13|17>.onnx, a dynamic-batch <name>_dyn.onnx and the
+    dynamo exporter's <name>_dynamo.onnx."""
     import torch
     cache.mkdir(parents=True, exist_ok=True)
     for i, (name, (factory, shape, _)) in enumerate(_corpus().items()):
@@ -290,6 +293,12 @@ def export(cache: Path, only: list[str]) -> None:
         torch.onnx.export(model, (x,), str(cache / f"{name}_dyn.onnx"), dynamo=False,
                           opset_version=17, input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        try:    # torch's default exporter since 2.9 (opset 18+, weights as external data)
+            torch.onnx.export(model, (x,), str(cache / f"{name}_dynamo.onnx"), dynamo=True,
+                              input_names=["x"], output_names=["y"], verbose=False)
+        except Exception as e:     # onnxscript missing, or the exporter's own failure
+            print(f"{name}: the dynamo exporter failed: {type(e).__name__}: {e}"[:300],
+                  file=sys.stderr)
         print(f"exported {name}", file=sys.stderr)
     (cache / "corpus.json").write_text(json.dumps(
         {n: {"shape": list(s), "kind": k} for n, (_, s, k) in _corpus().items()}))
@@ -466,8 +475,10 @@ def evaluate(cache: Path, only: list[str], qdq: bool) -> list[dict]:
         shape, kind = info["shape"], info["kind"]
         calib = samples(shape, kind, N_CALIB, 100 + i)
         test = samples(shape, kind, N_TEST, 200 + i)
-        for opset in (13, 17):
-            path = cache / f"{name}_op{opset}.onnx"
+        for opset in (13, 17, "dynamo"):
+            path = cache / (f"{name}_op{opset}.onnx" if opset != "dynamo" else f"{name}_dynamo.onnx")
+            if not path.exists():
+                continue
             t0 = time.time()
             nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
             rc, out = kiln("info", path, cwd=work)
@@ -480,7 +491,7 @@ def evaluate(cache: Path, only: list[str], qdq: bool) -> list[dict]:
                 for pc, act in ((True, "QInt8"), (False, "QUInt8")):
                     row[f"qdq_{'pc' if pc else 'pt'}_{act}"] = check_qdq(path, calib, test, work,
                                                                         pc, act, name == "lstm")
-            if opset == 17:
+            if opset == 17 and (cache / f"{name}_dyn.onnx").exists():
                 row["dynamic"] = check_dynamic(cache / f"{name}_dyn.onnx", shape, calib, work)
             row["seconds"] = round(time.time() - t0, 1)
             print(json.dumps(row), file=sys.stderr, flush=True)
