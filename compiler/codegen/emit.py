@@ -10,6 +10,7 @@ always one. So no name a model holds can end a comment or a string, or add a lin
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 
@@ -275,6 +276,40 @@ def _state_table(graph: Graph, plan: Plan) -> list[str]:
     return lines
 
 
+# A layer body's shape constant: `static const kiln_dims_t NAME = {n, h, w, c};`.
+_DIMS_DECL = re.compile(r"^static const kiln_dims_t (\w+) = (\{[^{}]*\});$")
+
+
+def _shared_dims(layers: list["EmittedLayer"]) -> dict[str, str]:
+    """{dims literal: file-scope name}: one constant per distinct shape the layers declare
+    (many layers share theirs), so the model stores each once whatever the C compiler's
+    flags (the bodies take their address only: `&NAME`)."""
+    found: dict[str, str] = {}
+    for e in layers:
+        for line in e.code.body.split("\n"):
+            m = _DIMS_DECL.match(line.strip())
+            if m and m[2] not in found:
+                values = [v.strip() for v in m[2].strip("{}").split(",")]
+                found[m[2]] = ("dims_" + "x".join(values) if all(v.isdigit() for v in values)
+                               else f"dims_{len(found)}")
+    return found
+
+
+def _body_with_shared_dims(body: str, shared: dict[str, str]) -> str:
+    """`body` with its dims declarations dropped and their uses on the shared constants."""
+    lines, renames = [], {}
+    for line in body.split("\n"):
+        m = _DIMS_DECL.match(line.strip())
+        if m:
+            renames[m[1]] = shared[m[2]]
+        else:
+            lines.append(line)
+    text = "\n".join(lines)
+    for name, to in renames.items():
+        text = re.sub(rf"&{name}\b", f"&{to}", text)
+    return text
+
+
 def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[EmittedLayer],
             scratch_offsets: dict[int, int], version: str, names: Names = DEFAULT_NAMES,
             consts: list[ConstArray] | None = None,
@@ -299,6 +334,12 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
         out += [" */", "#include <string.h>", "", '#include "model.h"', '#include "weights.h"',
                 '#include "kiln_kernels.h"', ""]
     out += _state_section(graph, plan, state_offsets, names)
+    shared_dims = _shared_dims(layers)
+    if shared_dims:
+        out.append("/* The layers' tensor shapes, each stored once. */")
+        out += [f"static const kiln_dims_t {name} = {value};"
+                for value, name in shared_dims.items()]
+        out.append("")
     for i, e in enumerate(layers):
         out += _layer_comment(graph, i, e)
         out.append(f"static int layer_{i}(uint8_t *arena)")
@@ -321,7 +362,8 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
             uses_arena = True
         if not uses_arena:
             out.append("    (void)arena;")
-        for line in e.code.body.strip("\n").split("\n"):
+        body = _body_with_shared_dims(e.code.body, shared_dims)
+        for line in body.strip("\n").split("\n"):
             out.append(("    " + line) if line.strip() else "")
         out.append("}")
         out.append("")

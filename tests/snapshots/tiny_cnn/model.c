@@ -24,6 +24,15 @@ void kiln_reset(void)
 {
 }
 
+/* The layers' tensor shapes, each stored once. */
+static const kiln_dims_t dims_1x8x8x1 = {1, 8, 8, 1};
+static const kiln_dims_t dims_4x3x3x1 = {4, 3, 3, 1};
+static const kiln_dims_t dims_1x8x8x4 = {1, 8, 8, 4};
+static const kiln_dims_t dims_1x2x2x4 = {1, 2, 2, 4};
+static const kiln_dims_t dims_1x1x1x16 = {1, 1, 1, 16};
+static const kiln_dims_t dims_3x1x1x16 = {3, 1, 1, 16};
+static const kiln_dims_t dims_1x1x1x3 = {1, 1, 1, 3};
+
 /* Layer 0: CONV_2D (TFLite op 0), kernel kiln_conv2d_s8
  *   in  t0_image [1, 8, 8, 1] int8 s=0.02 zp=-5 (arena)
  *   in  t1_t1 [4, 3, 3, 1] int8 per-channel(4) (const)
@@ -42,16 +51,13 @@ static int layer_0(uint8_t *arena)
         .input_offset = 5, .output_offset = -128, .activation = {-128, 127},
     };
     static const kiln_per_channel_requant_t quant = {l0_multiplier, l0_shift};
-    static const kiln_dims_t input_dims = {1, 8, 8, 1};
-    static const kiln_dims_t filter_dims = {4, 3, 3, 1};
-    static const kiln_dims_t output_dims = {1, 8, 8, 4};
     static const kiln_band_params_t bands = {.rows = 1, .reverse = 0, .copy = 0, .flat = 0};
     const kiln_context_t band_ctx = {scratch, 9};
     return kiln_conv2d_banded_s8(&bands, &band_ctx,
                                  &params, &quant,
-                                 &input_dims, t0_image,
-                                 &filter_dims, t1_t1, l0_bias,
-                                 &output_dims, t3_conv);
+                                 &dims_1x8x8x1, t0_image,
+                                 &dims_4x3x3x1, t1_t1, l0_bias,
+                                 &dims_1x8x8x4, t3_conv);
 }
 
 /* Layer 1: AVERAGE_POOL_2D (TFLite op 1), kernel kiln_avgpool_s8
@@ -69,9 +75,7 @@ static int layer_1(uint8_t *arena)
         .filter = {4, 4},
         .activation = {-128, 127},
     };
-    static const kiln_dims_t input_dims = {1, 8, 8, 4};
-    static const kiln_dims_t output_dims = {1, 2, 2, 4};
-    return kiln_avgpool_s8(&params, &input_dims, t3_conv, &output_dims, t4_pool);
+    return kiln_avgpool_s8(&params, &dims_1x8x8x4, t3_conv, &dims_1x2x2x4, t4_pool);
 }
 
 /* Layer 2: FULLY_CONNECTED (TFLite op 3), kernel kiln_fully_connected_s8
@@ -91,13 +95,10 @@ static int layer_2(uint8_t *arena)
         .activation = {-128, 127},
     };
     static const kiln_per_channel_requant_t quant = {l2_multiplier, l2_shift};
-    static const kiln_dims_t input_dims = {1, 1, 1, 16};
-    static const kiln_dims_t filter_dims = {3, 1, 1, 16};
-    static const kiln_dims_t output_dims = {1, 1, 1, 3};
     return kiln_fully_connected_s8(&params, &quant,
-                                   &input_dims, t6_flat,
-                                   &filter_dims, t7_t7, l2_bias,
-                                   &output_dims, t9_logits);
+                                   &dims_1x1x1x16, t6_flat,
+                                   &dims_3x1x1x16, t7_t7, l2_bias,
+                                   &dims_1x1x1x3, t9_logits);
 }
 
 /* Layer 3: SOFTMAX (TFLite op 4), kernel kiln_softmax_s8
@@ -110,9 +111,7 @@ static int layer_3(uint8_t *arena)
     const int8_t *t9_logits = (const int8_t *)(arena + 0);
     int8_t *t10_probs = (int8_t *)(arena + 8);
     static const kiln_softmax_params_t params = {l3_exp_table, 222};
-    static const kiln_dims_t input_dims = {1, 1, 1, 3};
-    static const kiln_dims_t output_dims = {1, 1, 1, 3};
-    return kiln_softmax_s8(&params, &input_dims, t9_logits, &output_dims, t10_probs);
+    return kiln_softmax_s8(&params, &dims_1x1x1x3, t9_logits, &dims_1x1x1x3, t10_probs);
 }
 
 typedef int (*kiln_layer_fn_t)(uint8_t *arena);
