@@ -151,10 +151,15 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
     split = spec.multi_region       # weights array by array across memory regions
     files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
                                            optimize=optimize, split_weights=split)
-    layer_knobs, shared = share_code(layers, layer_knobs, target)   # codegen/fit.py
+    shared_knobs, shared = share_code(layers, layer_knobs, target)   # codegen/fit.py
     if shared:
-        files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
-                                               optimize=optimize, split_weights=split)
+        trial = generate(g, KILN_VERSION, target, layer_knobs=shared_knobs, optimize=optimize,
+                         split_weights=split)
+        if trial[1].arena_bytes <= plan.arena_bytes:    # the gemm's scratch: no larger arena
+            files, plan, layers, consts = trial
+            layer_knobs = shared_knobs
+        else:
+            shared = []
     budget = weights_budget(spec)
     moves: list[dict] = []
     widened: list[dict] = []

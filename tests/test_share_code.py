@@ -51,3 +51,42 @@ def test_no_sharing_without_a_gemm_or_with_a_tuned_layer():
     tuned = kc.compile(g, "mps2-an386", tuning_records=records)
     assert tuned.report["shared_code"] == []
     assert _kernels(tuned)[step] == "kiln_fully_connected_rows8_p8_s8" and op["type"] == op_type
+
+
+def _conv_then_fc(hw: int, cin: int, k: int, stride: int, cout: int) -> bytes:
+    """conv k x k (hw x hw x cin -> VALID, stride) -> reshape -> FC (-> 4 units)."""
+    from tflite_builder import OpSpec, TensorSpec, bias_spec, build_model, weight_spec
+    rng = np.random.default_rng(7)
+    out_hw = (hw - k) // stride + 1
+    depth = out_hw * out_hw * cout
+    w = weight_spec((cout, k, k, cin), rng, per_channel_axis=0)
+    b = bias_spec(cout, rng, input_scale=0.02, weight_scales=w.scale)
+    fw = weight_spec((4, depth), rng, per_channel_axis=None)
+    fb = bias_spec(4, rng, input_scale=0.03, weight_scales=fw.scale)
+    tensors = [TensorSpec((1, hw, hw, cin), scale=0.02, zero_point=-5, name="x"), w, b,
+               TensorSpec((1, out_hw, out_hw, cout), scale=0.03, zero_point=-128, name="conv"),
+               TensorSpec((2,), dtype="int32", data=np.array([1, depth], dtype=np.int32)),
+               TensorSpec((1, depth), scale=0.03, zero_point=-128, name="flat"),
+               fw, fb, TensorSpec((1, 4), scale=0.1, zero_point=3, name="y")]
+    ops = [OpSpec("CONV_2D", [0, 1, 2], [3], {"padding": "VALID", "stride_w": stride,
+                                               "stride_h": stride}),
+           OpSpec("RESHAPE", [3, 4], [5], {"new_shape": [1, depth]}),
+           OpSpec("FULLY_CONNECTED", [5, 6, 7], [8], {})]
+    return build_model(ops, tensors, inputs=[0], outputs=[8])
+
+
+def test_sharing_never_grows_the_arena():
+    """The gemm takes 5 * depth bytes of scratch: where that would raise the arena's peak
+    (a wide FC input after a small conv) the FC keeps its own kernel; where the peak is
+    the conv's, it moves."""
+    cases = {"moves": ((16, 8, 3, 2, 1), True),           # 7x7x1 -> 4: 196 MACs
+             "stays": ((8, 4, 1, 1, 16), False)}           # 8x8x16 -> 4: 4,096 MACs
+    for name, (geometry, moved) in cases.items():
+        data = _conv_then_fc(*geometry)
+        art = kc.compile(kc.load(data), "mps2-an386")
+        fc = [o["index"] for o in art.report["ops"] if o["type"] == "FULLY_CONNECTED"]
+        assert [m["layer"] for m in art.report["shared_code"]] == (fc if moved else []), name
+        assert _kernels(art)[-1] == ("kiln_conv2d_gemm_p8_s8" if moved
+                                     else "kiln_fully_connected_rows8_p8_s8"), name
+        x = rand_int8((1, geometry[0], geometry[0], geometry[1]), np.random.default_rng(1))
+        assert_equal_exact(art.run(x)[0], run_reference(data, [x])[0], f"conv + FC, {name}")
