@@ -491,7 +491,7 @@ def evaluate(cache: Path, only: list[str], qdq: bool) -> list[dict]:
                 for pc, act in ((True, "QInt8"), (False, "QUInt8")):
                     row[f"qdq_{'pc' if pc else 'pt'}_{act}"] = check_qdq(path, calib, test, work,
                                                                         pc, act, name == "lstm")
-            if opset == 17 and (cache / f"{name}_dyn.onnx").exists():
+            if opset == 17 and row["verdict"] == "ok" and (cache / f"{name}_dyn.onnx").exists():
                 row["dynamic"] = check_dynamic(cache / f"{name}_dyn.onnx", shape, calib, work)
             row["seconds"] = round(time.time() - t0, 1)
             print(json.dumps(row), file=sys.stderr, flush=True)
