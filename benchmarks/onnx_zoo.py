@@ -421,6 +421,11 @@ def check_qdq(path: Path, calib, test, work: Path, per_channel: bool, act: str,
     from onnxruntime.quantization.shape_inference import quant_pre_process
     pre, qdq = work / (path.stem + "_pre.onnx"), work / (path.stem + f"_qdq_{act}{int(per_channel)}.onnx")
     try:
+        import onnx
+        if path.with_name(path.name + ".data").exists():  # the dynamo exporter's weights:
+            inline = work / (path.stem + "_inline.onnx")  # onnxruntime's pre-processing
+            onnx.save(onnx.load(str(path)), str(inline))  # looks for them beside its output
+            path = inline
         quant_pre_process(str(path), str(pre), skip_symbolic_shape=True)
         q.quantize_static(str(pre), str(qdq), _Reader(calib), quant_format=q.QuantFormat.QDQ,
                           per_channel=per_channel, activation_type=getattr(q.QuantType, act),
