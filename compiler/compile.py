@@ -7,17 +7,16 @@ import json
 import numpy as np
 
 from .artifact import Artifact
-from .codegen import explain, generate, weights_bytes
-from .codegen.fit import fit_weights, share_code, widen_for_speed
+from .codegen import explain, weights_bytes
 from .codegen.lowering import Target
-from .codegen.ops.conv import candidates
 from .errors import BoardError
 from .frontend import as_graph
 from .ir import Graph, GraphError
 from .memory_plan import lower_bound, peak_step
 from .passes import optimize as optimize_graph
-from .tune.records import Records, as_records
-from .tune.workloads import knobs_id, layer_shapes, workload_key
+from .schedule import build_schedule
+from .tune.records import as_records
+from .tune.workloads import workload_key
 
 KILN_VERSION = "0.1.0"
 DEFAULT_OPTIMIZE = "balanced"
@@ -81,18 +80,6 @@ def _tensor_io(graph: Graph, tid: int) -> dict:
             "scale": scale, "zero_point": zp}
 
 
-def tuned_knobs(graph: Graph, target: Target, records: Records) -> dict[int, dict]:
-    """step → knobs from the records, for the tunable layers of an optimized graph. A
-    layer without a usable record keeps the default variant (the first candidate); a
-    record whose knobs are no longer a candidate (an older kiln) is ignored."""
-    shapes = layer_shapes(graph, target)
-    keys = {step: workload_key(op_type, shape) for step, (op_type, shape) in shapes.items()}
-    options = {keys[step]: {knobs_id(k) for k in candidates(op_type, shape, target)}
-               for step, (op_type, shape) in shapes.items()}
-    best = records.best(target.board, options)
-    return {step: best[key]["knobs"] for step, key in keys.items() if key in best}
-
-
 def tuning_note(report: dict) -> str | None:
     """One line on what tuning records did to a compile (None without records)."""
     t = report.get("tuning") or {}
@@ -146,37 +133,13 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         raise explain(e) from None
     g = optimize_graph(source)
     target = target_for(spec)
-    tuned = tuned_knobs(g, target, records) if records is not None else {}
-    layer_knobs = dict(tuned)
     split = spec.multi_region       # weights array by array across memory regions
-    files, plan, layers, consts = generate(g, KILN_VERSION, target, layer_knobs=layer_knobs,
-                                           optimize=optimize, split_weights=split)
-    shared_knobs, shared = share_code(layers, layer_knobs, target)   # codegen/fit.py
-    if shared:
-        trial = generate(g, KILN_VERSION, target, layer_knobs=shared_knobs, optimize=optimize,
-                         split_weights=split)
-        if trial[1].arena_bytes <= plan.arena_bytes:    # the gemm's scratch: no larger arena
-            files, plan, layers, consts = trial
-            layer_knobs = shared_knobs
-        else:
-            shared = []
     budget = weights_budget(spec)
-    moves: list[dict] = []
-    widened: list[dict] = []
-    if optimize == "speed":     # int16-pair filters where the flash has room (codegen/fit.py)
-        layer_knobs, widened = widen_for_speed(g, target, layer_shapes(g, target), layer_knobs,
-                                               weights_bytes(consts), budget)
-        if widened:
-            files, plan, layers, consts = generate(g, KILN_VERSION, target,
-                                                   layer_knobs=layer_knobs, optimize=optimize,
-                                                   split_weights=split)
-    if budget is not None and weights_bytes(consts) > budget:
-        layer_knobs, moves = fit_weights(g, target, layer_shapes(g, target), layer_knobs,
-                                         weights_bytes(consts), budget)
-        if moves:
-            files, plan, layers, consts = generate(g, KILN_VERSION, target,
-                                                   layer_knobs=layer_knobs, optimize=optimize,
-                                                   split_weights=split)
+    # Each layer's kernel variant and why, decided in one stage (kiln.compiler.schedule:
+    # defaults, tuning records, shared code, speed widening, flash budget), with the
+    # generated code of its last decision.
+    schedule, (files, plan, layers, consts) = build_schedule(
+        g, KILN_VERSION, target, records, optimize, budget, split_weights=split)
     workload_keys = {i: workload_key(e.op.type, e.code.shape) for i, e in enumerate(layers)
                      if e.code.shape is not None}
     offsets = {b.name: b.offset for b in plan.buffers}
@@ -205,14 +168,14 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "weights_bytes": weights_bytes(consts),
         "weights_budget_bytes": budget,
         # Layers moved to variants with smaller weights so the model fits the flash.
-        "flash_fit": moves,
+        "flash_fit": schedule.flash_fit,
         # Small layers moved onto a kernel other layers link anyway (less code).
-        "shared_code": shared,
+        "shared_code": schedule.shared_code,
         # --optimize speed: layers moved to int16-pair filters (faster, bigger) that fit.
-        "speed_widen": widened,
+        "speed_widen": schedule.speed_widen,
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
-                   "tunable_layers": len(workload_keys), "tuned_layers": len(tuned),
+                   "tunable_layers": len(workload_keys), "tuned_layers": len(schedule.tuned),
                    "record_boards": sorted({e["board"] for e in records.entries})
                    if records is not None else [],
                    # lines of the records file that are not tuning records (skipped)
@@ -222,8 +185,10 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
                  "macs": e.code.macs, "kernel": e.code.kernel,
                  **({"called": e.code.called} if e.code.called else {}),
                  **({"knobs": e.code.knobs} if e.code.knobs else {}),
-                 **({"workload": workload_keys[i], "tuned": i in tuned}
+                 **({"workload": workload_keys[i], "tuned": i in schedule.tuned}
                     if i in workload_keys else {}),
+                 # the variant this layer runs and why (kiln.compiler.schedule)
+                 "schedule": schedule.entry(i, e.code),
                  "scratch_bytes": e.code.scratch_bytes,
                  # channels passes/dead_filters.py removed (original indices) and why
                  **({"removed_channels": {**e.op.removed, "notes": e.op.notes}}

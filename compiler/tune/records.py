@@ -47,6 +47,9 @@ class Records:
     entries: list[dict] = field(default_factory=list)
     skipped_lines: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # id(entry) → its 1-based line in `path` (entries read by load), for kiln.json's
+    # "tuning record <file>:<line>" (kiln.compiler.schedule)
+    _lines: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], missing_ok: bool = False) -> "Records":
@@ -62,16 +65,22 @@ class Records:
             raise InputError(f"{path} is a directory, not a tuning records file (.jsonl)")
         # A FIFO, a device or /dev/zero is refused unread; so is a file past the cap.
         data = read_regular_file(path, "tuning records file", MAX_RECORDS_BYTES)
-        entries, skipped = [], 0
-        for line in data.decode("utf-8", errors="replace").split("\n"):
+        entries, skipped, lines = [], 0, {}
+        for number, line in enumerate(data.decode("utf-8", errors="replace").split("\n"), 1):
             if not line.strip():
                 continue
             entry = _parse_line(line)
             if entry is not None and _valid(entry):
                 entries.append(entry)
+                lines[id(entry)] = number
             else:
                 skipped += 1
-        return cls(path=path, entries=entries, skipped_lines=skipped)
+        return cls(path=path, entries=entries, skipped_lines=skipped, _lines=lines)
+
+    def line_of(self, entry: dict) -> int | None:
+        """The line of `path` that `entry` (one of `entries`) was read from; None for an
+        entry added in memory or appended since."""
+        return self._lines.get(id(entry))
 
     def append(self, entry: dict) -> None:
         """Add a record, and write it to the file at once (one line, flushed)."""
