@@ -45,7 +45,8 @@ KILN = [str(Path(sys.executable).with_name("kiln"))]   # the CLI beside this Pyt
 N_CALIB, N_TEST = 64, 32
 
 INSTALL = """torch is not importable here. Install it in a venv of its own (not kiln's), e.g.
-    python3 -m venv /tmp/torchvenv && /tmp/torchvenv/bin/pip install torch torchvision onnx onnxscript
+    python3 -m venv /tmp/torchvenv
+    /tmp/torchvenv/bin/pip install torch torchvision onnx onnxscript
 then run  python benchmarks/onnx_zoo.py --torch-python /tmp/torchvenv/bin/python
 (torchvision's wheel must match torch's: a CPU-only torch needs a CPU torchvision build)."""
 
@@ -330,7 +331,8 @@ def samples(shape, kind: str, n: int, seed: int) -> np.ndarray:
 
 def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
     noise = float(np.sum((ref.astype(np.float64) - got) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / noise)
+    signal = float(np.sum(ref.astype(np.float64) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
 
 
 def kiln(*args, cwd: Path) -> tuple[int, str]:
@@ -419,7 +421,8 @@ def check_qdq(path: Path, calib, test, work: Path, per_channel: bool, act: str,
     onnxruntime running the QDQ model on the same integers; TFLM on kiln's export."""
     from onnxruntime import quantization as q
     from onnxruntime.quantization.shape_inference import quant_pre_process
-    pre, qdq = work / (path.stem + "_pre.onnx"), work / (path.stem + f"_qdq_{act}{int(per_channel)}.onnx")
+    pre = work / (path.stem + "_pre.onnx")
+    qdq = work / (path.stem + f"_qdq_{act}{int(per_channel)}.onnx")
     try:
         import onnx
         if path.with_name(path.name + ".data").exists():  # the dynamo exporter's weights:
@@ -481,7 +484,7 @@ def evaluate(cache: Path, only: list[str], qdq: bool) -> list[dict]:
         calib = samples(shape, kind, N_CALIB, 100 + i)
         test = samples(shape, kind, N_TEST, 200 + i)
         for opset in (13, 17, "dynamo"):
-            path = cache / (f"{name}_op{opset}.onnx" if opset != "dynamo" else f"{name}_dynamo.onnx")
+            path = cache / f"{name}_{'dynamo' if opset == 'dynamo' else f'op{opset}'}.onnx"
             if not path.exists():
                 continue
             t0 = time.time()

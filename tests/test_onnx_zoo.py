@@ -161,7 +161,6 @@ def test_qdq_model_from_onnxruntime(stem, mode, tmp_path):
         diffs.append(np.abs(y.astype(np.int64).reshape(-1) - want_q.reshape(-1)))
         agree.append(np.mean(np.argmax(want_q, 1) == np.argmax(y.reshape(want_q.shape), 1)))
     d = np.concatenate(diffs)
-    print(f"{stem} {mode}: {np.mean(d <= 1):.4f} within 1 LSB, max {d.max()}, top-1 {np.mean(agree):.3f}")
     assert np.mean(d <= 1) >= QDQ[stem], (np.mean(d <= 1), d.max())
     assert np.mean(agree) >= 0.95, np.mean(agree)
 
