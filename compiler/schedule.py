@@ -39,7 +39,6 @@ class Schedule:
     knobs: dict[int, dict] = field(default_factory=dict)
     why: dict[int, list[str]] = field(default_factory=dict)
     tuned: set[int] = field(default_factory=set)       # layers whose knobs came from records
-    tunable: int = 0                                    # layers with variants to choose
     flash_fit: list[dict] = field(default_factory=list)     # fit.fit_weights moves
     shared_code: list[dict] = field(default_factory=list)   # fit.share_code moves
     speed_widen: list[dict] = field(default_factory=list)   # fit.widen_for_speed moves
@@ -64,11 +63,10 @@ def _record_source(records: Records, entry: dict) -> str:
     return f"tuning record {where}:{line}" if line is not None else f"tuning record {where}"
 
 
-def tuned_knobs(graph: Graph, target: Target, records: Records) -> dict[int, dict]:
-    """step → the best record, for the tunable layers of an optimized graph. A layer without
-    a usable record keeps the default variant (the first candidate); a record whose knobs
-    are no longer a candidate (an older kiln) is ignored."""
-    shapes = layer_shapes(graph, target)
+def tuned_knobs(shapes: dict, target: Target, records: Records) -> dict[int, dict]:
+    """step → the best record, for the tunable layers (`shapes`: workloads.layer_shapes).
+    A layer without a usable record keeps the default variant (the first candidate); a
+    record whose knobs are no longer a candidate (an older kiln) is ignored."""
     keys = {step: workload_key(op_type, shape) for step, (op_type, shape) in shapes.items()}
     options = {keys[step]: {knobs_id(k) for k in candidates(op_type, shape, target)}
                for step, (op_type, shape) in shapes.items()}
@@ -94,8 +92,16 @@ def build_schedule(graph: Graph, version: str, target: Target, records: Records 
                         split_weights=split_weights)
 
     s = Schedule()
+    found: list[dict] = []
+
+    def shapes() -> dict:
+        """The tunable layers (workloads.layer_shapes): lowered once, when a rule needs them."""
+        if not found:
+            found.append(layer_shapes(graph, target))
+        return found[0]
+
     if records is not None:
-        for step, rec in tuned_knobs(graph, target, records).items():
+        for step, rec in tuned_knobs(shapes(), target, records).items():
             s.choose(step, rec["knobs"], _record_source(records, rec))
             s.tuned.add(step)
     out = gen(s)
@@ -108,8 +114,8 @@ def build_schedule(graph: Graph, version: str, target: Target, records: Records 
         if shared_out[1].arena_bytes <= out[1].arena_bytes:  # the gemm's scratch: no larger arena
             s.knobs, s.why, s.shared_code, out = trial.knobs, trial.why, shared, shared_out
     if optimize == "speed":
-        _, s.speed_widen = widen_for_speed(graph, target, layer_shapes(graph, target),
-                                               s.knobs, weights_bytes(out[3]), budget)
+        _, s.speed_widen = widen_for_speed(graph, target, shapes(), s.knobs,
+                                           weights_bytes(out[3]), budget)
         for m in s.speed_widen:
             s.choose(m["layer"], m["to"],
                      f"speed: widened to int16-pair filters (+{m['added_bytes']:,} B of "
@@ -117,11 +123,10 @@ def build_schedule(graph: Graph, version: str, target: Target, records: Records 
         if s.speed_widen:
             out = gen(s)
     if budget is not None and weights_bytes(out[3]) > budget:
-        _, s.flash_fit = fit_weights(graph, target, layer_shapes(graph, target), s.knobs,
-                                         weights_bytes(out[3]), budget)
+        _, s.flash_fit = fit_weights(graph, target, shapes(), s.knobs,
+                                     weights_bytes(out[3]), budget)
         for m in s.flash_fit:
             s.choose(m["layer"], m["to"], _fit_why(m))
         if s.flash_fit:
             out = gen(s)
-    s.tunable = sum(1 for e in out[2] if e.code.shape is not None)
     return s, out
