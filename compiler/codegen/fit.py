@@ -12,6 +12,8 @@ layers still on their int8-pair default move to the int16 twin, the largest firs
 the weights stay within the budget. Both are deterministic: ties break on the layer index.
 Sharing code (share_code): a small fully connected layer runs on the convolutions' gemm
 kernel when that spares the firmware a kernel of its own.
+These rules return knobs and moves only; kiln.compiler.schedule applies them, in order,
+and records why each layer runs its variant (kiln.json ops[i].schedule).
 """
 
 from __future__ import annotations
