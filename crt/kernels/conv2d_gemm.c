@@ -81,6 +81,8 @@ typedef struct {
     int32_t row4;               /* row_len rounded up to 4 */
     int32_t groups4;            /* k_h * row4 / 4 */
     int8_t pad_value;           /* the input zero point */
+    int32_t out_h, out_w;
+    int pointwise;              /* 1x1, stride 1, unpadded, whole words of channels */
 } gather_t;
 
 /* n groups of four int8 from src into one pixel's slot of the column. */
@@ -94,6 +96,22 @@ static uint32_t *extend_run(uint32_t *col, const int8_t *src, int32_t n)
         src += 4;
     }
     return col;
+}
+
+/* extend_run for both pixels of the pair at once (src0 into col[4g] and
+ * col[4g + 2], src1 into col[4g + 1] and col[4g + 3]): half the loop trips
+ * and no per-pixel gather of a pointwise layer (gemm_pixels). */
+static void extend_pair(uint32_t *col, const int8_t *src0, const int8_t *src1, int32_t n)
+{
+    for (int32_t i = 0; i < n; ++i) {
+        const uint32_t v0 = kiln_load_s8x4(src0 + 4 * i);
+        const uint32_t v1 = kiln_load_s8x4(src1 + 4 * i);
+        col[0] = kiln_sxtb16(v0);
+        col[1] = kiln_sxtb16(v1);
+        col[2] = kiln_sxtb16_ror8(v0);
+        col[3] = kiln_sxtb16_ror8(v1);
+        col += 4;
+    }
 }
 
 static uint32_t *fill_run(uint32_t *col, uint32_t pair, int32_t n)
@@ -115,8 +133,8 @@ static uint32_t *fill_run(uint32_t *col, uint32_t pair, int32_t n)
  * tail reads the bytes after it, when they are still in the input tensor); a
  * row in the padding is the zero point; any other row goes through `patch`.
  */
-static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t *patch,
-                   uint32_t *col)
+static KILN_NOINLINE void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox,
+                                 int8_t *patch, uint32_t *col)
 {
     const int8_t *image = g->input + (size_t)b * (size_t)g->in_h * (size_t)g->in_w *
                                          (size_t)g->in_c;
@@ -161,6 +179,36 @@ static void gather(const gather_t *g, int32_t b, int32_t oy, int32_t ox, int8_t 
             *dst++ = 0;
         }
         col = extend_run(col, patch, n4);
+    }
+}
+
+/* The column of output pixels p and p + 1 (p again when !paired), one copy
+ * for every variant. pos is pixel p's (b, oy, ox), advanced past them. A
+ * pointwise layer's pixel p is input pixel p, widened (extend_pair). */
+static KILN_NOINLINE void gather_pair(const gather_t *g, int32_t p, int paired, int32_t pos[3],
+                                      int8_t *patch, uint32_t *col)
+{
+    if (g->pointwise) {
+        const int8_t *src = g->input + (size_t)p * (size_t)g->in_c;
+        extend_pair(col, src, paired ? src + g->in_c : src, g->in_c / 4);
+        return;
+    }
+    for (int32_t i = 0; i < 2; ++i) {
+        if (i == 0 || paired) {
+            gather(g, pos[0], pos[1], pos[2], patch, col + i);
+            if (++pos[2] == g->out_w) {
+                pos[2] = 0;
+                if (++pos[1] == g->out_h) {
+                    pos[1] = 0;
+                    ++pos[0];
+                }
+            }
+        }
+    }
+    if (!paired) {
+        for (int32_t i = 0; i < 4 * g->groups4; i += 2) {
+            col[i + 1] = col[i];
+        }
     }
 }
 
@@ -600,14 +648,15 @@ GEMM_BLOCK_FN(block_w8_clamp, GEMM_W8, 0)
  * first channel). */
 static KILN_ALWAYS_INLINE void store_channel_p8(const block_t *k, const int32_t *sums, int32_t c,
                                                 const int32_t *mult, const int8_t *shift,
-                                                int8_t *out0, int8_t *out1, int full_range)
+                                                uint32_t k40, int8_t *out0, int8_t *out1,
+                                                int full_range)
 {
     const int32_t m = mult[c];
-    const int32_t s1 = -(int32_t)shift[c] - 2;
-    const int8_t y0 = kiln_output_packed(sums[2 * c], m, s1, k->out_off, k->act_min,
-                                         k->act_max, full_range);
-    const int8_t y1 = kiln_output_packed(sums[2 * c + 1], m, s1, k->out_off, k->act_min,
-                                         k->act_max, full_range);
+    const int32_t s1 = kiln_packed_s1_k(shift[c]);
+    const int8_t y0 = kiln_output_packed_k(sums[2 * c], m, s1, k40, k->out_off, k->act_min,
+                                           k->act_max, full_range);
+    const int8_t y1 = kiln_output_packed_k(sums[2 * c + 1], m, s1, k40, k->out_off,
+                                           k->act_min, k->act_max, full_range);
     out1[c] = y1;
     out0[c] = y0;
 }
@@ -627,24 +676,41 @@ static KILN_ALWAYS_INLINE void block_p8(const block_t *k, const uint32_t *w, con
                              bias[3] + kiln_pair_odd(acc[4], acc[6]),
                              bias[3] + kiln_pair_odd(acc[5], acc[7])};
     const block_t kk = *k;      /* read once: the int8 stores may alias it */
-    store_channel_p8(&kk, sums, 0, mult, shift, out0, out1, full_range);
-    store_channel_p8(&kk, sums, 1, mult, shift, out0, out1, full_range);
-    store_channel_p8(&kk, sums, 2, mult, shift, out0, out1, full_range);
-    store_channel_p8(&kk, sums, 3, mult, shift, out0, out1, full_range);
+    const uint32_t k40 = kiln_opaque_u32(UINT32_C(0x40000000));
+    store_channel_p8(&kk, sums, 0, mult, shift, k40, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 1, mult, shift, k40, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 2, mult, shift, k40, out0, out1, full_range);
+    store_channel_p8(&kk, sums, 3, mult, shift, k40, out0, out1, full_range);
 }
 
-static KILN_NOINLINE void block_p8_full(const block_t *k, const uint32_t *w, const int32_t *bias,
-                                        const int32_t *mult, const int8_t *shift, int8_t *out0,
-                                        int8_t *out1)
+/* Every whole block of four channels of one pixel pair (w, bias, mult, shift
+ * and the outputs at channel 0) in one call: the loop keeps its pointers and
+ * constants in registers across the blocks. */
+static KILN_ALWAYS_INLINE void blocks_p8(const block_t *k, const uint32_t *w, const int32_t *bias,
+                                         const kiln_requant_packed_t *qp, int32_t out_c,
+                                         int8_t *out0, int8_t *out1, int full_range)
 {
-    block_p8(k, w, bias, mult, shift, out0, out1, 1);
+    const int32_t step = 4 * k->groups4;       /* filter words per block */
+    const int32_t *mult = qp->multiplier;
+    const int8_t *shift = qp->shift;
+    for (int32_t oc = 0; oc + 4 <= out_c; oc += 4) {
+        block_p8(k, w, bias + oc, mult + oc, shift + oc, out0 + oc, out1 + oc, full_range);
+        w += step;
+    }
 }
 
-static KILN_NOINLINE void block_p8_clamp(const block_t *k, const uint32_t *w, const int32_t *bias,
-                                         const int32_t *mult, const int8_t *shift, int8_t *out0,
-                                         int8_t *out1)
+static KILN_NOINLINE void blocks_p8_full(const block_t *k, const uint32_t *w,
+                                         const int32_t *bias, const kiln_requant_packed_t *qp,
+                                         int32_t out_c, int8_t *out0, int8_t *out1)
 {
-    block_p8(k, w, bias, mult, shift, out0, out1, 0);
+    blocks_p8(k, w, bias, qp, out_c, out0, out1, 1);
+}
+
+static KILN_NOINLINE void blocks_p8_clamp(const block_t *k, const uint32_t *w,
+                                          const int32_t *bias, const kiln_requant_packed_t *qp,
+                                          int32_t out_c, int8_t *out0, int8_t *out1)
+{
+    blocks_p8(k, w, bias, qp, out_c, out0, out1, 0);
 }
 
 /* Every output pixel pair; kind and full_range are constants in each
@@ -665,49 +731,22 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     const block_t blk = {col, g.groups4, out_off, act_min, act_max};
     /* Words of the filter per channel: four k as two int16 pairs, or as int8. */
     const int32_t words = (kind == GEMM_W8 || kind == GEMM_P8 ? 1 : 2) * g.groups4;
-    int32_t b = 0;
-    int32_t oy = 0;
-    int32_t ox = 0;
+    int32_t pos[3] = {0, 0, 0};
     for (int32_t p = 0; p < pixels; p += 2) {
-        /* Pixels p and p + 1 (p again when p is the last one). */
-        gather(&g, b, oy, ox, patch, col);
-        if (++ox == out_w) {
-            ox = 0;
-            if (++oy == out_h) {
-                oy = 0;
-                ++b;
-            }
-        }
         const int paired = p + 1 < pixels;
-        if (paired) {
-            gather(&g, b, oy, ox, patch, col + 1);
-            if (++ox == out_w) {
-                ox = 0;
-                if (++oy == out_h) {
-                    oy = 0;
-                    ++b;
-                }
-            }
-        } else {
-            for (int32_t i = 0; i < 4 * g.groups4; i += 2) {
-                col[i + 1] = col[i];
-            }
-        }
+        gather_pair(&g, p, paired, pos, patch, col);
         int8_t *out0 = output + (size_t)p * (size_t)out_c;
         int8_t *out1 = paired ? out0 + out_c : out0;
         const uint32_t *w = packed;
         int32_t oc = 0;
         if (kind == GEMM_P8) {
-            for (; oc + 4 <= out_c; oc += 4) {
-                if (full_range) {
-                    block_p8_full(&blk, w, bias + oc, qp->multiplier + oc, qp->shift + oc,
-                                  out0 + oc, out1 + oc);
-                } else {
-                    block_p8_clamp(&blk, w, bias + oc, qp->multiplier + oc, qp->shift + oc,
-                                   out0 + oc, out1 + oc);
-                }
-                w += 4 * words;
+            if (full_range) {
+                blocks_p8_full(&blk, w, bias, qp, out_c, out0, out1);
+            } else {
+                blocks_p8_clamp(&blk, w, bias, qp, out_c, out0, out1);
             }
+            oc = out_c / 4 * 4;
+            w += oc * words;
             /* A last pair, or a last channel paired with a zero one (not stored). */
             for (; oc < out_c; oc += 2) {
                 int32_t acc[4] = {bias[oc], bias[oc], bias[oc], bias[oc]};
@@ -813,6 +852,11 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
         .row4 = row_bytes4(filter_dims),
         .groups4 = filter_dims->h * row_bytes4(filter_dims) / 4,
         .pad_value = (int8_t)(-params->input_offset),
+        .out_h = output_dims->h, .out_w = output_dims->w,
+        .pointwise = filter_dims->h == 1 && filter_dims->w == 1 && params->stride.h == 1 &&
+                     params->stride.w == 1 && params->padding.h == 0 &&
+                     params->padding.w == 0 && input_dims->c % 4 == 0 &&
+                     input_dims->h == output_dims->h && input_dims->w == output_dims->w,
     };
     uint32_t *col = (uint32_t *)ctx->buf;
     int8_t *patch = (int8_t *)ctx->buf + 16 * g.groups4;

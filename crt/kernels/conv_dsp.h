@@ -353,20 +353,11 @@ static inline int kiln_requant_packed_valid(const kiln_requant_packed_t *p)
     return p != NULL && p->multiplier != NULL && p->shift != NULL;
 }
 
-/*
- * kiln_output_fast from a kiln_requant_packed_t channel: multiplier m and
- * s1 = -shift - 2 (>= 0). kiln_requantize_fast's (hi + 2^s1) >> (s1 + 1)
- * is computed as ((hi >> s1) + 1) >> 1, the same floor((hi + 2^s1) / 2^(s1 + 1))
- * (floor((floor(a) + 1) / 2) = floor((a + 1) / 2)), so no rounding constant
- * has to be stored or derived per channel.
- */
-static inline int8_t kiln_output_packed(int32_t acc, int32_t m, int32_t s1, int32_t output_offset,
-                                        int32_t act_min, int32_t act_max, int full_range)
+/* The rest of kiln_output_packed from the product's high word hi. */
+static inline int8_t kiln_output_packed_hi(int32_t hi, int32_t s1, int32_t output_offset,
+                                           int32_t act_min, int32_t act_max, int full_range)
 {
-    const uint64_t round = ((uint64_t)(uint32_t)(acc >> 31) << 32) |
-                           (((uint32_t)acc & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
-    const int64_t p = (int64_t)acc * m + (int64_t)round;
-    int32_t v = ((((int32_t)(p >> 32)) >> s1) + 1) >> 1;
+    int32_t v = ((hi >> s1) + 1) >> 1;
     v += output_offset;
     if (full_range) {
 #if defined(__ARM_FEATURE_DSP)
@@ -381,10 +372,61 @@ static inline int8_t kiln_output_packed(int32_t acc, int32_t m, int32_t s1, int3
     return (int8_t)v;
 }
 
+
+/*
+ * kiln_output_fast from a kiln_requant_packed_t channel: multiplier m and
+ * s1 = -shift - 2 (>= 0). kiln_requantize_fast's (hi + 2^s1) >> (s1 + 1)
+ * is computed as ((hi >> s1) + 1) >> 1, the same floor((hi + 2^s1) / 2^(s1 + 1))
+ * (floor((floor(a) + 1) / 2) = floor((a + 1) / 2)), so no rounding constant
+ * has to be stored or derived per channel.
+ */
+static inline int8_t kiln_output_packed(int32_t acc, int32_t m, int32_t s1, int32_t output_offset,
+                                        int32_t act_min, int32_t act_max, int full_range)
+{
+    const uint64_t round = ((uint64_t)(uint32_t)(acc >> 31) << 32) |
+                           (((uint32_t)acc & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
+    const int64_t p = (int64_t)acc * m + (int64_t)round;
+    return kiln_output_packed_hi((int32_t)(p >> 32), s1, output_offset, act_min, act_max,
+                                 full_range);
+}
+
+/* x, which the compiler may no longer treat as a constant or relate to the
+ * value it came from (kept in a register; no instruction). */
+static inline uint32_t kiln_opaque_u32(uint32_t x)
+{
+#if defined(__GNUC__)
+    __asm__("" : "+r"(x));
+#endif
+    return x;
+}
+
+/* kiln_output_packed with k40 = 2^30 passed in (through kiln_opaque_u32, by a
+ * kernel requantizing many outputs): held in a register, the rounding term's
+ * low word is one ORR of the sign (acc < 0 ? 0x80000000 : 0) into it, where
+ * the immediates take an AND and an ORR; the same value. */
+static inline int8_t kiln_output_packed_k(int32_t acc, int32_t m, int32_t s1, uint32_t k40,
+                                          int32_t output_offset, int32_t act_min,
+                                          int32_t act_max, int full_range)
+{
+    const uint32_t sign = kiln_opaque_u32((uint32_t)(acc >> 31));
+    const uint64_t round = ((uint64_t)sign << 32) | (k40 | (sign << 31));
+    const int64_t p = (int64_t)acc * m + (int64_t)round;
+    return kiln_output_packed_hi((int32_t)(p >> 32), s1, output_offset, act_min, act_max,
+                                 full_range);
+}
+
 /* s1 of channel c (shift in [-31, -2], as the compiler emits). */
 static inline int32_t kiln_packed_s1(const kiln_requant_packed_t *p, int32_t c)
 {
     return -(int32_t)p->shift[c] - 2;
+}
+
+/* kiln_packed_s1 of one shift entry as ~shift - 1 (the same value), two
+ * instructions: GCC otherwise builds -shift - 2 as three, 0xff00fffe being
+ * no immediate. */
+static inline int32_t kiln_packed_s1_k(int8_t shift)
+{
+    return (int32_t)kiln_opaque_u32(~(uint32_t)(int32_t)shift) - 1;
 }
 
 /* Rounds a dot-product depth up to whole groups of four. */

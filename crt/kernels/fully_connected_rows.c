@@ -487,7 +487,8 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
 static KILN_ALWAYS_INLINE void p8_block8(const uint32_t *w, const int8_t *row, int32_t depth,
                                          int32_t groups4, const int32_t *bias,
                                          const int32_t *mult, const int8_t *shift,
-                                         const p8_out_t *o, int8_t *out, int full_range)
+                                         const p8_out_t *o, int8_t *out, uint32_t k40,
+                                         int full_range)
 {
     int32_t acc[8] = {bias[0], bias[0], bias[2], bias[2], bias[4], bias[4], bias[6], bias[6]};
     p8_8rows(w, row, depth, groups4, acc);
@@ -505,25 +506,40 @@ static KILN_ALWAYS_INLINE void p8_block8(const uint32_t *w, const int8_t *row, i
 #pragma GCC unroll 8
 #endif
     for (int32_t j = 0; j < 8; ++j) {
-        out[j] = kiln_output_packed(sums[j], mult[j], -(int32_t)shift[j] - 2, k.out_off,
-                                    k.act_min, k.act_max, full_range);
+        out[j] = kiln_output_packed_k(sums[j], mult[j], -(int32_t)shift[j] - 2, k40, k.out_off,
+                                      k.act_min, k.act_max, full_range);
     }
 }
 
-static KILN_NOINLINE void p8_block8_full(const uint32_t *w, const int8_t *row, int32_t depth,
-                                         int32_t groups4, const int32_t *bias,
-                                         const int32_t *mult, const int8_t *shift,
-                                         const p8_out_t *o, int8_t *out)
+/* Every whole block of eight rows (w, bias, mult, shift and out at row 0) in
+ * one call: the loop keeps its pointers and constants in registers. */
+static KILN_ALWAYS_INLINE void p8_blocks8(const uint32_t *w, const int8_t *row, int32_t depth,
+                                          int32_t groups4, int32_t units, const int32_t *bias,
+                                          const kiln_requant_packed_t *quant, const p8_out_t *o,
+                                          int8_t *out, int full_range)
 {
-    p8_block8(w, row, depth, groups4, bias, mult, shift, o, out, 1);
+    const uint32_t k40 = kiln_opaque_u32(UINT32_C(0x40000000));
+    for (int32_t u = 0; u + 8 <= units; u += 8) {
+        p8_block8(w, row, depth, groups4, bias + u, quant->multiplier + u, quant->shift + u, o,
+                  out + u, k40, full_range);
+        w += 8 * groups4;
+    }
 }
 
-static KILN_NOINLINE void p8_block8_clamp(const uint32_t *w, const int8_t *row, int32_t depth,
-                                          int32_t groups4, const int32_t *bias,
-                                          const int32_t *mult, const int8_t *shift,
-                                          const p8_out_t *o, int8_t *out)
+static KILN_NOINLINE void p8_blocks8_full(const uint32_t *w, const int8_t *row, int32_t depth,
+                                          int32_t groups4, int32_t units, const int32_t *bias,
+                                          const kiln_requant_packed_t *quant, const p8_out_t *o,
+                                          int8_t *out)
 {
-    p8_block8(w, row, depth, groups4, bias, mult, shift, o, out, 0);
+    p8_blocks8(w, row, depth, groups4, units, bias, quant, o, out, 1);
+}
+
+static KILN_NOINLINE void p8_blocks8_clamp(const uint32_t *w, const int8_t *row, int32_t depth,
+                                           int32_t groups4, int32_t units, const int32_t *bias,
+                                           const kiln_requant_packed_t *quant, const p8_out_t *o,
+                                           int8_t *out)
+{
+    p8_blocks8(w, row, depth, groups4, units, bias, quant, o, out, 0);
 }
 
 /* Requantizes rows u .. u + n - 1 from their sums into out[u ..]. */
@@ -574,16 +590,13 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
         const uint32_t *w = (const uint32_t *)filter;
         int32_t u = 0;
         const p8_out_t o = {out_off, act_min, act_max};
-        for (; u + 8 <= units; u += 8) {
-            if (act_min == -128 && act_max == 127) {
-                p8_block8_full(w, row, depth, groups4, bias + u, quant->multiplier + u,
-                               quant->shift + u, &o, out + u);
-            } else {
-                p8_block8_clamp(w, row, depth, groups4, bias + u, quant->multiplier + u,
-                                quant->shift + u, &o, out + u);
-            }
-            w += 8 * groups4;
+        if (act_min == -128 && act_max == 127) {
+            p8_blocks8_full(w, row, depth, groups4, units, bias, quant, &o, out);
+        } else {
+            p8_blocks8_clamp(w, row, depth, groups4, units, bias, quant, &o, out);
         }
+        u = units / 8 * 8;
+        w += u * groups4;
         for (; u < units; u += 2) {     /* the last pairs (a lone row with a zero one) */
             int32_t acc[2] = {bias[u], bias[u]};
             w = p8_groups_c(w, row, depth, 0, groups4, 1, acc);
