@@ -281,13 +281,11 @@ static KILN_ALWAYS_INLINE int32_t kiln_dw_mulhigh(int32_t acc, int32_t multiplie
 #endif
 }
 
-/* Requantized, plus the output zero point, clamped: k = 1 + 2 * output_offset. */
-static KILN_ALWAYS_INLINE int8_t kiln_dw_output(int32_t acc, int32_t multiplier2,
-                                                int32_t right_shift, int32_t k, int32_t act_min,
-                                                int32_t act_max, int full_range)
+/* u = twice the requantized value plus the output zero point, plus one (step 3 above):
+ * halved, then clamped to the activation range (one SSAT where it is the full int8 range). */
+static KILN_ALWAYS_INLINE int8_t kiln_dw_clamp(int32_t u, int32_t act_min, int32_t act_max,
+                                               int full_range)
 {
-    const int32_t r = kiln_dw_mulhigh(acc, multiplier2);
-    const int32_t u = ((r + (r >> 31)) >> right_shift) + k;
     if (full_range) {
 #if defined(__ARM_FEATURE_DSP)
         int32_t v;
@@ -302,6 +300,15 @@ static KILN_ALWAYS_INLINE int8_t kiln_dw_output(int32_t acc, int32_t multiplier2
     v = v > act_min ? v : act_min;      /* written for IT blocks, not branches */
     v = v < act_max ? v : act_max;
     return (int8_t)v;
+}
+
+/* Requantized, plus the output zero point, clamped: k = 1 + 2 * output_offset. */
+static KILN_ALWAYS_INLINE int8_t kiln_dw_output(int32_t acc, int32_t multiplier2,
+                                                int32_t right_shift, int32_t k, int32_t act_min,
+                                                int32_t act_max, int full_range)
+{
+    const int32_t r = kiln_dw_mulhigh(acc, multiplier2);
+    return kiln_dw_clamp(((r + (r >> 31)) >> right_shift) + k, act_min, act_max, full_range);
 }
 
 /* The arguments every SIMD depthwise kernel needs (conv.h): depth

@@ -267,21 +267,8 @@ static KILN_ALWAYS_INLINE int8_t px2_output(int32_t acc, const kiln_dw_rq_t *q, 
         return kiln_dw_output(acc, q->multiplier2, q->right_shift, k, act_min, act_max,
                               full_range);
     }
-    const int32_t u = (kiln_dw_mulhigh(acc, q->multiplier2) >> q->right_shift) + k;
-    if (full_range) {
-#if defined(__ARM_FEATURE_DSP)
-        int32_t v;
-        __asm__("ssat %0, #8, %1, asr #1" : "=r"(v) : "r"(u));
-        return (int8_t)v;
-#else
-        act_min = -128;
-        act_max = 127;
-#endif
-    }
-    int32_t v = u >> 1;
-    v = v > act_min ? v : act_min;
-    v = v < act_max ? v : act_max;
-    return (int8_t)v;
+    return kiln_dw_clamp((kiln_dw_mulhigh(acc, q->multiplier2) >> q->right_shift) + k,
+                         act_min, act_max, full_range);
 }
 
 /* The last pixel of an odd row, its pair's second one not stored: one clamping
