@@ -360,10 +360,34 @@ static inline int kiln_requant_packed_valid(const kiln_requant_packed_t *p)
     return p != NULL && p->multiplier != NULL && p->shift != NULL;
 }
 
-/* The rest of kiln_output_packed from the product's high word hi. */
+#if defined(__ARM_FEATURE_DSP)
+/* __ssat(v >> 1, 8) in one instruction (SSAT's operand shift; GCC does not
+ * fold an ASR into its __ssat builtin). */
+static inline int32_t kiln_ssat8_asr1(int32_t v)
+{
+    int32_t r;
+    __asm__("ssat %0, #8, %1, asr #1" : "=r"(r) : "r"(v));
+    return r;
+}
+#endif
+
+/*
+ * The rest of kiln_output_packed from the product's high word hi. With a
+ * full-range clamp the rounding "+1" rides on the output offset:
+ * floor(((hi >> s1) + 1 + 2 * output_offset) / 2) = (((hi >> s1) + 1) >> 1) +
+ * output_offset exactly (an even term leaves floor(x / 2) unchanged but for
+ * itself), so one ADD of 2 * output_offset + 1 (hoisted: the same for every
+ * output) and an SSAT that shifts by one replace the ADD of 1, the ADD with
+ * shift and the SSAT. |hi >> s1| < 2^30, so the sum fits int32.
+ */
 static inline int8_t kiln_output_packed_hi(int32_t hi, int32_t s1, int32_t output_offset,
                                            int32_t act_min, int32_t act_max, int full_range)
 {
+#if defined(__ARM_FEATURE_DSP)
+    if (full_range) {
+        return (int8_t)kiln_ssat8_asr1((hi >> s1) + (2 * output_offset + 1));
+    }
+#endif
     int32_t v = ((hi >> s1) + 1) >> 1;
     v += output_offset;
     if (full_range) {
