@@ -311,6 +311,16 @@ static KILN_ALWAYS_INLINE int8_t kiln_dw_output(int32_t acc, int32_t multiplier2
     return kiln_dw_clamp(((r + (r >> 31)) >> right_shift) + k, act_min, act_max, full_range);
 }
 
+/* Channel c's kiln_dw_rq_t from a kiln_requant_packed_t (TFLite's multiplier and
+ * shift, shift in [-31, -2]): derived once per block of channels by a kernel
+ * that keeps five bytes a channel in flash (kiln_requant_fast_t: twelve). */
+static inline kiln_dw_rq_t kiln_dw_rq_packed(const kiln_requant_packed_t *p, int32_t c)
+{
+    const kiln_dw_rq_t rq = {(int32_t)((uint32_t)p->multiplier[c] << 1),
+                             -(int32_t)p->shift[c] - 1};
+    return rq;
+}
+
 /* The arguments every SIMD depthwise kernel needs (conv.h): depth
  * multiplier 1, as many output as input channels, a word-aligned packed
  * filter, a folded bias and `scratch` bytes of context (its

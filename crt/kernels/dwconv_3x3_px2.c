@@ -25,7 +25,10 @@
  * scratch holds: the tile is the tuning knob), rounded up to even, plus 2: the
  * pair at an odd tile's last column computes a pixel past it, not stored.
  *
- * The requantization is kiln_dw_output (five instructions, conv_dsp.h).
+ * The requantization is kiln_dw_output (five instructions, conv_dsp.h), its
+ * per-channel constants derived once per block of channels from the packed
+ * table (TFLite's int32 multiplier and int8 shift: five bytes of flash a
+ * channel, kiln_dw_rq_packed).
  *
  * Overflow: the compiler checks |bias| + 256 * sum|w| < 2^31 per channel
  * (conv.h); the folded bias is at most |bias| + 128 * sum|w| and
@@ -389,7 +392,7 @@ static void px2_wrap_rows(px2_pass_t *s)
  * tap: filter bytes from a tap to the next along the pair axis; line: along the
  * slot axis (C and 3 * C for rows of pairs, the other way round for columns). */
 static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
-                           const kiln_requant_fast_t *quant, size_t tap, size_t line,
+                           const kiln_requant_packed_t *quant, size_t tap, size_t line,
                            int32_t input_offset, int32_t c, int32_t lanes, px2_pass_t *s)
 {
     memset(s, 0, 2 * sizeof *s);
@@ -409,9 +412,7 @@ static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
             ps->w[ky][2 * hi + 1] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
         }
         ps->bias[2 * hi] = ps->bias[2 * hi + 1] = bias[ch] + input_offset * sum;
-        kiln_dw_rq_t *rq = hi ? &ps->rq_hi : &ps->rq_lo;
-        rq->multiplier2 = (int32_t)((uint32_t)quant[ch].multiplier << 1);
-        rq->right_shift = quant[ch].right_shift;
+        *(hi ? &ps->rq_hi : &ps->rq_lo) = kiln_dw_rq_packed(quant, ch);
     }
     px2_wrap_rows(s);
 }
@@ -420,7 +421,7 @@ static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
  * SXTB16 splits a filter word into the (c0, c2) and (c1, c3) pairs, and PKH
  * regroups them by channel (the sums of the taps as int16 lanes, |sum| <= 9 * 128). */
 static void px2_setup(const int8_t *filter, const int32_t *bias,
-                      const kiln_requant_fast_t *quant, size_t tap, size_t line,
+                      const kiln_requant_packed_t *quant, size_t tap, size_t line,
                       int32_t input_offset, int32_t c, px2_pass_t *s)
 {
     uint32_t sum[2] = {0, 0};
@@ -448,17 +449,15 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
         s[j].bias[0] = s[j].bias[1] = bias[lo] + input_offset * (int16_t)(uint16_t)sum[j];
         s[j].bias[2] = s[j].bias[3] =
             bias[hi] + input_offset * (int16_t)(uint16_t)(sum[j] >> 16);
-        s[j].rq_lo.multiplier2 = (int32_t)((uint32_t)quant[lo].multiplier << 1);
-        s[j].rq_lo.right_shift = quant[lo].right_shift;
-        s[j].rq_hi.multiplier2 = (int32_t)((uint32_t)quant[hi].multiplier << 1);
-        s[j].rq_hi.right_shift = quant[hi].right_shift;
+        s[j].rq_lo = kiln_dw_rq_packed(quant, lo);
+        s[j].rq_hi = kiln_dw_rq_packed(quant, hi);
     }
 }
 
 /* Both kernels: pairs along x (vertical = 0) or along y (vertical = 1); tiles of
  * the pair axis last to first when reverse (a banded call over its own input). */
 static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
-                             const kiln_requant_fast_t *quant, const kiln_dims_t *input_dims,
+                             const kiln_requant_packed_t *quant, const kiln_dims_t *input_dims,
                              const int8_t *input, const kiln_dims_t *filter_dims,
                              const int8_t *filter, const int32_t *bias,
                              const kiln_dims_t *output_dims, int8_t *output, int vertical,
@@ -466,7 +465,7 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        quant == NULL || input == NULL || filter == NULL || bias == NULL || output == NULL ||
+        !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL || bias == NULL || output == NULL ||
         !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
         !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
@@ -558,7 +557,7 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
 
 kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
                                        const kiln_dwconv_params_t *params,
-                                       const kiln_requant_fast_t *quant,
+                                       const kiln_requant_packed_t *quant,
                                        const kiln_dims_t *input_dims, const int8_t *input,
                                        const kiln_dims_t *filter_dims, const int8_t *filter,
                                        const int32_t *bias,
@@ -575,7 +574,7 @@ int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims
 
 kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
                                         const kiln_dwconv_params_t *params,
-                                        const kiln_requant_fast_t *quant,
+                                        const kiln_requant_packed_t *quant,
                                         const kiln_dims_t *input_dims, const int8_t *input,
                                         const kiln_dims_t *filter_dims, const int8_t *filter,
                                         const int32_t *bias,
@@ -598,7 +597,7 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
                                                const kiln_context_t *ctx,
                                                const kiln_dwconv_params_t *params,
-                                               const kiln_requant_fast_t *quant,
+                                               const kiln_requant_packed_t *quant,
                                                const kiln_dims_t *input_dims,
                                                const int8_t *input,
                                                const kiln_dims_t *filter_dims,
