@@ -402,7 +402,8 @@ static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int
 {
 #if defined(__ARM_FEATURE_DSP)
     /* Four groups a trip (the trip's end check is three instructions), then
-     * two and one as the last bits of groups4 say (r12's slot on the stack). */
+     * two and one as the last bits of groups4 say (r12's slot on the stack;
+     * three instructions when both are clear, as in KWS's pointwise layers). */
     const uint32_t quads = (uint32_t)groups4 / 4u;
     register const uint32_t *w_ __asm__("r0") = w;
     register const uint32_t *col_ __asm__("r1") = col;
@@ -421,13 +422,13 @@ static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int
                      "bne 1b\n"
                      "2:\n\t"
                      "ldr r2, [sp, #40]\n\t"        /* groups4 & 3 (r12's slot) */
-                     "tst r2, #2\n\t"
-                     "beq 4f\n\t"
+                     "cmp r2, #0\n\t"
+                     "beq 3f\n\t"
+                     "lsls r2, r2, #31\n\t"         /* C = its bit 1, N = its bit 0 */
+                     "bcc 4f\n\t"
                      GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
                      "4:\n\t"
-                     "ldr r2, [sp, #40]\n\t"
-                     "tst r2, #1\n\t"
-                     "beq 3f\n\t"
+                     "bpl 3f\n\t"                   /* (LDRD, SMLAD, SXTB16 keep flags) */
                      GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
                      "3:\n\t"
                      "ldr r3, [sp, #4]\n\t"

@@ -457,13 +457,13 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
                          "bne 1b\n"
                          "2:\n\t"
                          "ldr r2, [sp, #40]\n\t"
-                         "tst r2, #2\n\t"
-                         "beq 4f\n\t"
+                         "cmp r2, #0\n\t"
+                         "beq 3f\n\t"
+                         "lsls r2, r2, #31\n\t"     /* C = its bit 1, N = its bit 0 */
+                         "bcc 4f\n\t"
                          P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
                          "4:\n\t"
-                         "ldr r2, [sp, #40]\n\t"
-                         "tst r2, #1\n\t"
-                         "beq 3f\n\t"
+                         "bpl 3f\n\t"               /* (LDR, SMLAD, SXTB16 keep flags) */
                          P8_GROUP_8ROWS_ASM
                          "3:\n\t"
                          "ldr r3, [sp, #4]\n\t"
