@@ -401,41 +401,41 @@ static KILN_NOINLINE void dot_p8_4x2(const uint32_t *w, const uint32_t *col, int
                                      int32_t acc[8])
 {
 #if defined(__ARM_FEATURE_DSP)
-    /* Four groups a trip (the trip's end check is three instructions), then
-     * two and one as the last bits of groups4 say (r12's slot on the stack;
-     * three instructions when both are clear, as in KWS's pointwise layers). */
-    const uint32_t quads = (uint32_t)groups4 / 4u;
+    /* Eight groups a trip (the trip's end check is three instructions). The
+     * first trip enters the loop body part-way, at the group that leaves
+     * groups4 % 8 of them (a computed BX: every instruction of
+     * GEMM_P8_PAIR_ASM is 32-bit, so a group is 96 bytes, which the .if
+     * below checks), so no tail code follows the loop. groups4 >= 1: the
+     * dims checks keep every dimension positive. */
+    const uint32_t skip = (8u - (uint32_t)groups4 % 8u) % 8u;
     register const uint32_t *w_ __asm__("r0") = w;
     register const uint32_t *col_ __asm__("r1") = col;
-    register const uint32_t *end_ __asm__("r2") = col + 16u * quads;
+    register const uint32_t *end_ __asm__("r2") = col + 4u * (uint32_t)groups4;
     register int32_t *acc_ __asm__("r3") = acc;
-    register uint32_t rest_ __asm__("r12") = (uint32_t)groups4 & 3u;
+    register uint32_t entry_ __asm__("r12") = 96u * skip + 1u;    /* + 1: Thumb */
     __asm__ volatile("push {r2-r12, lr}\n\t"
                      "ldm r3, {r4-r11}\n\t"
-                     "cmp r1, r2\n\t"
-                     "beq 2f\n"
+                     "adr r2, 1f\n\t"
+                     "add r2, r2, r12\n\t"
+                     "bx r2\n\t"
+                     ".p2align 2\n"
                      "1:\n\t"
                      GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
                      GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
+                     "2:\n\t"
+                     ".if (2b - 1b) != 768\n\t"
+                     ".error \"GEMM_P8_PAIR_ASM is not 48 bytes\"\n\t"
+                     ".endif\n\t"
                      "ldr r2, [sp]\n\t"
                      "cmp r1, r2\n\t"
-                     "bne 1b\n"
-                     "2:\n\t"
-                     "ldr r2, [sp, #40]\n\t"        /* groups4 & 3 (r12's slot) */
-                     "cmp r2, #0\n\t"
-                     "beq 3f\n\t"
-                     "lsls r2, r2, #31\n\t"         /* C = its bit 1, N = its bit 0 */
-                     "bcc 4f\n\t"
-                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
-                     "4:\n\t"
-                     "bpl 3f\n\t"                   /* (LDRD, SMLAD, SXTB16 keep flags) */
-                     GEMM_P8_PAIR_ASM GEMM_P8_PAIR_ASM
-                     "3:\n\t"
+                     "bne 1b\n\t"
                      "ldr r3, [sp, #4]\n\t"
                      "stm r3, {r4-r11}\n\t"
                      "pop {r2-r12, lr}"
                      : "+r"(w_), "+r"(col_)
-                     : "r"(end_), "r"(acc_), "r"(rest_)
+                     : "r"(end_), "r"(acc_), "r"(entry_)
                      : "cc", "memory");     /* reads w and col, updates acc */
 #else
     uint32_t w0;
