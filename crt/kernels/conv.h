@@ -320,11 +320,11 @@ int32_t kiln_dwconv2d_ch4_s8_get_buffer_size(const kiln_dims_t *input_dims);
  *   filter  1HWC int8, as is (no packing, no alignment needed)
  *   bias    C values, not folded (the kernel folds it where it reads padding
  *           as the zero point); never NULL
- *   quant   C entries
+ *   quant   TFLite's multiplier and shift per channel (kiln_requant_packed_t)
  *   ctx     >= kiln_dwconv2d_3x3_w8_s8_get_buffer_size(): one pixel of padding */
 kiln_status_t kiln_dwconv2d_3x3_w8_s8(const kiln_context_t *ctx,
                                       const kiln_dwconv_params_t *params,
-                                      const kiln_requant_fast_t *quant,
+                                      const kiln_requant_packed_t *quant,
                                       const kiln_dims_t *input_dims, const int8_t *input,
                                       const kiln_dims_t *filter_dims, const int8_t *filter,
                                       const int32_t *bias,
@@ -336,8 +336,8 @@ int32_t kiln_dwconv2d_3x3_w8_s8_get_buffer_size(const kiln_dims_t *input_dims);
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, horizontal
  * stride 1 (any vertical stride), any padding, any number of channels,
  * output pixels in horizontal pairs (dwconv_3x3_px2.c); arguments as
- * kiln_dwconv2d_3x3_w8_s8 (the model's int8 filter, the bias not folded) but
- * quant a kiln_requant_packed_t (five bytes a channel):
+ * kiln_dwconv2d_3x3_w8_s8 (the model's int8 filter, the bias not folded,
+ * the packed requantization):
  *   ctx     >= kiln_dwconv2d_3x3_px2_s8_get_buffer_size(), word aligned: a
  *           ring of three padded input rows of one block of four channels */
 kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,

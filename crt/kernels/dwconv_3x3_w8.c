@@ -117,17 +117,22 @@ typedef struct {
         (o)[3] = y3_;                                                            \
     } while (0)
 
-/* The same from kiln_requant_fast_t entries (the edge pixels, every block). */
-#define DW_STORE_FAST(o, q, a0, a1, a2, a3)                                      \
+/* The same from the packed table at channel c (the edge pixels, every block):
+ * kiln_dw_rq_packed per output, the work kiln_requant_fast_t's entries took too. */
+#define DW_STORE_PACKED(o, q, c, a0, a1, a2, a3)                                 \
     do {                                                                         \
-        const int8_t y0_ = kiln_dw_output(a0, (int32_t)((uint32_t)(q)[0].multiplier << 1), \
-                                     (q)[0].right_shift, k, act_min, act_max, 0); \
-        const int8_t y1_ = kiln_dw_output(a1, (int32_t)((uint32_t)(q)[1].multiplier << 1), \
-                                     (q)[1].right_shift, k, act_min, act_max, 0); \
-        const int8_t y2_ = kiln_dw_output(a2, (int32_t)((uint32_t)(q)[2].multiplier << 1), \
-                                     (q)[2].right_shift, k, act_min, act_max, 0); \
-        const int8_t y3_ = kiln_dw_output(a3, (int32_t)((uint32_t)(q)[3].multiplier << 1), \
-                                     (q)[3].right_shift, k, act_min, act_max, 0); \
+        const kiln_dw_rq_t r0_ = kiln_dw_rq_packed(q, (int32_t)(c));             \
+        const kiln_dw_rq_t r1_ = kiln_dw_rq_packed(q, (int32_t)(c) + 1);         \
+        const kiln_dw_rq_t r2_ = kiln_dw_rq_packed(q, (int32_t)(c) + 2);         \
+        const kiln_dw_rq_t r3_ = kiln_dw_rq_packed(q, (int32_t)(c) + 3);         \
+        const int8_t y0_ = kiln_dw_output(a0, r0_.multiplier2, r0_.right_shift, k, \
+                                          act_min, act_max, 0);                  \
+        const int8_t y1_ = kiln_dw_output(a1, r1_.multiplier2, r1_.right_shift, k, \
+                                          act_min, act_max, 0);                  \
+        const int8_t y2_ = kiln_dw_output(a2, r2_.multiplier2, r2_.right_shift, k, \
+                                          act_min, act_max, 0);                  \
+        const int8_t y3_ = kiln_dw_output(a3, r3_.multiplier2, r3_.right_shift, k, \
+                                          act_min, act_max, 0);                  \
         (o)[0] = y0_;                                                            \
         (o)[1] = y1_;                                                            \
         (o)[2] = y2_;                                                            \
@@ -244,7 +249,7 @@ static KILN_NOINLINE void dw_block_clamped(const dw_layer_t *g, const int8_t *im
  * given; weights widened from the int8 filter at each use. */
 static KILN_ALWAYS_INLINE void dw_edge_pixel(const dw_layer_t *g, const int8_t *image,
                                              const int8_t *filter, const int32_t *bias,
-                                             const kiln_requant_fast_t *quant,
+                                             const kiln_requant_packed_t *quant,
                                              const int8_t *pad, int32_t oy, int32_t ox,
                                              int8_t *out)
 {
@@ -290,13 +295,13 @@ static KILN_ALWAYS_INLINE void dw_edge_pixel(const dw_layer_t *g, const int8_t *
         DW_EDGE_TAP(7);
         DW_EDGE_TAP(8);
 #undef DW_EDGE_TAP
-        DW_STORE_FAST(out + j, quant + j, a0, a1, a2, a3);
+        DW_STORE_PACKED(out + j, quant, j, a0, a1, a2, a3);
     }
 }
 
 static KILN_NOINLINE void dw_edges(const dw_layer_t *g, const int8_t *image,
                                    const int8_t *filter, const int32_t *bias,
-                                   const kiln_requant_fast_t *quant, const int8_t *pad,
+                                   const kiln_requant_packed_t *quant, const int8_t *pad,
                                    int8_t *out)
 {
     const size_t c = (size_t)g->in_c;
@@ -326,14 +331,14 @@ static void interior_range(int32_t size, int32_t out, int32_t stride, int32_t pa
 }
 
 static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
-                            const kiln_requant_fast_t *quant,
+                            const kiln_requant_packed_t *quant,
                             const kiln_dims_t *input_dims, const int8_t *input,
                             const kiln_dims_t *filter_dims, const int8_t *filter,
                             const int32_t *bias, const kiln_dims_t *output_dims, int8_t *output)
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) ||
-        params->depth_multiplier != 1 || quant == NULL || input == NULL || filter == NULL ||
+        params->depth_multiplier != 1 || !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL ||
         bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
         !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
@@ -389,8 +394,7 @@ static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_
             };
             kiln_dw_rq_t rq[4];
             for (int32_t j = 0; j < 4; ++j) {
-                rq[j].multiplier2 = (int32_t)((uint32_t)quant[c + j].multiplier << 1);
-                rq[j].right_shift = quant[c + j].right_shift;
+                rq[j] = kiln_dw_rq_packed(quant, c + j);
             }
             const int8_t *im = image + c;
             if (full_range) {
@@ -406,7 +410,7 @@ static kiln_status_t dw_run(const kiln_context_t *ctx, const kiln_dwconv_params_
 
 kiln_status_t kiln_dwconv2d_3x3_w8_s8(const kiln_context_t *ctx,
                                       const kiln_dwconv_params_t *params,
-                                      const kiln_requant_fast_t *quant,
+                                      const kiln_requant_packed_t *quant,
                                       const kiln_dims_t *input_dims, const int8_t *input,
                                       const kiln_dims_t *filter_dims, const int8_t *filter,
                                       const int32_t *bias,

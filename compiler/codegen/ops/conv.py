@@ -831,14 +831,10 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
-        if v.knobs["variant"] == "3x3_w8":
-            quant = _requant_fast_c(ctx, table)
-            args[0] = "&ctx, " + args[0]
-        else:
-            # The pair kernels derive their constants once per block of channels:
-            # five bytes of flash a channel instead of twelve.
-            quant = _requant_packed_c(ctx, table)
-            args[0] = "&ctx, &params, &quant"
+        # The kernels derive their constants once per block of channels (w8's edge
+        # pixels per output, as from the wider table): five bytes a channel, not twelve.
+        quant = _requant_packed_c(ctx, table)
+        args[0] = "&ctx, &params, &quant"
         bias_name = ctx.const("bias", unfolded.astype(np.int32), "int32_t",
                               "bias (dead channels: their constant, see requant_fast)")
         filter_name = ctx.ptr(w)
