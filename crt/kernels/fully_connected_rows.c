@@ -436,41 +436,41 @@ static KILN_NOINLINE void p8_8rows(const uint32_t *w, const int8_t *row, int32_t
 {
     int32_t g = 0;
 #if defined(__ARM_FEATURE_DSP)
-    /* Whole groups: four a trip, then two and one as the low bits of their
-     * count say (r12's slot on the stack). */
+    /* Whole groups: eight a trip, the first entered part-way (as
+     * conv2d_gemm.c's dot_p8_4x2: a computed BX past (8 - whole % 8) % 8
+     * groups of 124 bytes, every instruction of P8_GROUP_8ROWS_ASM being
+     * 32-bit, which the .if checks), so no tail code follows the loop. */
     const int32_t whole = depth / 4;
     if (whole > 0) {
+        const uint32_t skip = (8u - (uint32_t)whole % 8u) % 8u;
         register const uint32_t *w_ __asm__("r0") = w;
         register const int8_t *x_ __asm__("r1") = row;
-        register const int8_t *end_ __asm__("r2") = row + 16 * (whole / 4);
+        register const int8_t *end_ __asm__("r2") = row + 4 * whole;
         register int32_t *acc_ __asm__("r3") = acc;
-        register int32_t rest_ __asm__("r12") = whole & 3;
+        register uint32_t entry_ __asm__("r12") = 124u * skip + 1u;  /* + 1: Thumb */
         __asm__ volatile("push {r2-r12, lr}\n\t"
                          "ldm r3, {r4-r11}\n\t"
-                         "cmp r1, r2\n\t"
-                         "beq 2f\n"
+                         "adr r2, 1f\n\t"
+                         "add r2, r2, r12\n\t"
+                         "bx r2\n\t"
+                         ".p2align 2\n"
                          "1:\n\t"
                          P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
                          P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
+                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
+                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
+                         "2:\n\t"
+                         ".if (2b - 1b) != 992\n\t"
+                         ".error \"P8_GROUP_8ROWS_ASM is not 124 bytes\"\n\t"
+                         ".endif\n\t"
                          "ldr r2, [sp]\n\t"
                          "cmp r1, r2\n\t"
-                         "bne 1b\n"
-                         "2:\n\t"
-                         "ldr r2, [sp, #40]\n\t"
-                         "cmp r2, #0\n\t"
-                         "beq 3f\n\t"
-                         "lsls r2, r2, #31\n\t"     /* C = its bit 1, N = its bit 0 */
-                         "bcc 4f\n\t"
-                         P8_GROUP_8ROWS_ASM P8_GROUP_8ROWS_ASM
-                         "4:\n\t"
-                         "bpl 3f\n\t"               /* (LDR, SMLAD, SXTB16 keep flags) */
-                         P8_GROUP_8ROWS_ASM
-                         "3:\n\t"
+                         "bne 1b\n\t"
                          "ldr r3, [sp, #4]\n\t"
                          "stm r3, {r4-r11}\n\t"
                          "pop {r2-r12, lr}"
                          : "+r"(w_), "+r"(x_)
-                         : "r"(end_), "r"(acc_), "r"(rest_)
+                         : "r"(end_), "r"(acc_), "r"(entry_)
                          : "cc", "memory");  /* reads w and row, updates acc */
         w = w_;
         g = whole;
