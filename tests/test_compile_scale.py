@@ -35,10 +35,12 @@ def chain_buffers(n: int) -> tuple[list[Buffer], list[Overlap]]:
 
 
 def test_placement_scales_linearly():
-    small = cpu_seconds(lambda: plan(*chain_buffers(2000)))
-    big = cpu_seconds(lambda: plan(*chain_buffers(8000)))
+    # 8x the buffers: linear ~8, n log n ~9, quadratic ~64. A 4x step with a bound of 8
+    # failed once in CI at 8.2 (two test workers and QEMU sharing two cores' caches).
+    small = cpu_seconds(lambda: plan(*chain_buffers(1000)), tries=5)
+    big = cpu_seconds(lambda: plan(*chain_buffers(8000)), tries=5)
     assert big < 20, f"placing 8,000 buffers took {big:.1f} s"
-    assert big / max(small, 1e-3) < LINEAR_RATIO_MAX, (small, big)
+    assert big / max(small, 1e-3) < 20, (small, big)
 
 
 def test_a_long_chain_plans_as_tight_as_a_short_one():

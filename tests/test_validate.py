@@ -343,17 +343,17 @@ def test_thousand_digits_samples_on_qemu_in_under_a_minute(capsys, tmp_path):
 
 
 def test_multi_output_layer_and_no_float_evaluator(capsys, tmp_path):
-    """SPLIT_V has two outputs (both compared, side by side) and no float implementation in
+    """UNPACK has two outputs (both compared, side by side) and no float implementation in
     kiln's evaluator: the validation still compares with the host build, without float
     figures."""
-    from tflite_builder import TensorSpec, const, single_op_model
+    from tflite_builder import TensorSpec, single_op_model
 
     def act(shape):
         return TensorSpec(tuple(shape), scale=0.05, zero_point=3)
 
-    model = tmp_path / "split.tflite"
-    model.write_bytes(single_op_model("SPLIT_V", [act((2, 5)), const([2, 3]), const([1])],
-                                      [act((2, 2)), act((2, 3))], {"num_splits": 2}))
+    model = tmp_path / "unpack.tflite"
+    model.write_bytes(single_op_model("UNPACK", [act((2, 5))], [act((5,)), act((5,))],
+                                      {"num": 2, "axis": 0}))
     code, doc, out = _validate(capsys, tmp_path, model, "--per-layer", 2, "--samples", 3)
     assert code == 0, out
     assert "no float figures" in out and doc["float_reference"] == "none"
