@@ -2,6 +2,7 @@
 """Firmware figures per model: flash, RAM and instructions per inference on a QEMU board.
 
     python benchmarks/firmware.py [--board mps2-an386] [--models DIR] [--json OUT.json]
+                                  [--optimize {balanced,speed}]
 
 Each MLPerf Tiny int8 model (from ../shared/models, or $KILN_MODELS) becomes a
 standalone firmware project (one fixed-seed random input), is built with
@@ -11,6 +12,9 @@ section) and the baked input; RAM split into the arena, other
 statics and the measured peak stack (painted before the run); and instructions
 per inference (SysTick ticks converted; one warm-up run first), next to
 TFLM + CMSIS-NN on the same QEMU machine where ANCHORS.md has the figure.
+--optimize is kiln's (default balanced; speed widens int8-pair layers to int16 pairs
+while the flash allows and keeps every buffer apart) and applies to both the firmware
+and the model's share.
 Outputs are checked against tflite-micro when it is installed.
 
 Two flash figures: the whole standalone firmware (with its baked sample input, the
@@ -29,6 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kiln.compiler.compile import DEFAULT_OPTIMIZE
 from kiln.project_gen import create_project, get_board
 
 from _common import MLPERF, TFLM_CMSIS_NN, check_exact
@@ -44,6 +49,8 @@ def main() -> int:
                                                           str(REPO.parent / "shared" / "models")))
     parser.add_argument("--only", default="KWS,VWW,IC,AD", help="models, e.g. KWS,IC")
     parser.add_argument("--json", metavar="OUT.json", help="also write the figures as JSON")
+    parser.add_argument("--optimize", choices=("balanced", "speed"), default=DEFAULT_OPTIMIZE,
+                        help=f"kiln compile --optimize (default {DEFAULT_OPTIMIZE})")
     args = parser.parse_args()
     board = get_board(args.board)
     if board.runs_on != "qemu":
@@ -53,7 +60,8 @@ def main() -> int:
     anchors = TFLM_CMSIS_NN.get(board.name, {})
 
     rows = []
-    print(f"kiln standalone firmware on {board.name} (QEMU -icount shift=6, -O2), bytes")
+    print(f"kiln standalone firmware on {board.name} (QEMU -icount shift=6, -O2, "
+          f"--optimize {args.optimize}), bytes")
     head = (f"{'model':<24}{'flash':>9}{'code':>8}{'weights':>9}{'input':>7}{'model':>9}"
             f"{'goal':>9}{'RAM':>9}"
             f"{'arena':>8}{'static':>8}{'stack':>7}{'instructions':>14}{'TFLM+CMSIS-NN':>15}{'ratio':>7}  check")
@@ -65,13 +73,15 @@ def main() -> int:
             if not path.exists():
                 print(f"{name:<24}missing: {path}")
                 continue
-            project = create_project(path, board=board, out_dir=Path(tmp) / name)
+            project = create_project(path, board=board, out_dir=Path(tmp) / name,
+                                     optimize=args.optimize)
             size = project.build()
             result = project.run()
             anchor = anchors.get(name)
-            share = library_share(path, board.name, Path(tmp) / f"{name}-lib", board.cpu_flags)
+            share = library_share(path, board.name, Path(tmp) / f"{name}-lib", board.cpu_flags,
+                                  optimize=args.optimize)
             row = {
-                "model": name, "board": board.name,
+                "model": name, "board": board.name, "optimize": args.optimize,
                 "flash": size.flash.used, "code": size.code, "weights": size.weights,
                 "input": size.inputs, "model_flash": share["total"],
                 "model_weights": share.get("weights", 0), "flash_goal": goals[name],

@@ -172,13 +172,15 @@ int kiln_flash_stub(void)
 
 
 def library_share(model: Path, board_name: str, out: Path, cpu_flags: list[str],
-                  opt: str = "-O2") -> dict:
+                  opt: str = "-O2", optimize: str | None = None) -> dict:
     """text + data of what the model pulls into a program: `kiln compile --board` built as
-    a library and linked with --gc-sections against a stub that calls kiln_run()."""
+    a library and linked with --gc-sections against a stub that calls kiln_run()
+    (`optimize`: kiln compile --optimize, default kiln's)."""
     from kiln.compiler.cli import main as kiln_main
 
     with contextlib.redirect_stdout(io.StringIO()):
-        status = kiln_main(["compile", str(model), "-o", str(out), "--board", board_name, "--force"])
+        status = kiln_main(["compile", str(model), "-o", str(out), "--board", board_name, "--force",
+                            *(["--optimize", optimize] if optimize else [])])
     if status:
         raise SystemExit(f"kiln compile {model} failed")
     (out / "stub.c").write_text(STUB)

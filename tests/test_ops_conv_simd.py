@@ -46,7 +46,9 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_conv2d_gemm_oc4_s8", "kiln_fully_connected_rows8_s8",
                                    "kiln_fully_connected_rows_s8",
                                    "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8",
-                                   "kiln_dwconv2d_3x3_w8_s8"}
+                                   "kiln_dwconv2d_3x3_w8_s8",
+                                   "kiln_fully_connected_rows8_p8_pt_s8",      # per-tensor
+                                   "kiln_fully_connected_rows8_pt_s8"}
 SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "channels", "rows"}
 
 
@@ -321,16 +323,22 @@ def test_fully_connected_rows_on_host():
     kernels = _kernels(art)
     # rows8 where the random filter holds a -128 that int8 pairs cannot take (pairs8_ok)
     # or a zero point, which TFLite's own int8 weights never have.
-    p8 = kernels.count("kiln_fully_connected_rows8_p8_s8")
+    # Per-tensor layers within fc_per_tensor_ok's ranges take the _pt_ twins.
+    p8 = (kernels.count("kiln_fully_connected_rows8_p8_s8") +
+          kernels.count("kiln_fully_connected_rows8_p8_pt_s8"))
     assert p8 >= 0.6 * len(kernels), kernels
-    assert p8 + kernels.count("kiln_fully_connected_rows8_s8") >= 0.8 * len(kernels), kernels
+    rows8 = (kernels.count("kiln_fully_connected_rows8_s8") +
+             kernels.count("kiln_fully_connected_rows8_pt_s8"))
+    assert p8 + rows8 >= 0.8 * len(kernels), kernels
+    assert kernels.count("kiln_fully_connected_rows8_p8_pt_s8") >= 0.2 * len(kernels), kernels
 
 
 def test_every_fully_connected_candidate_on_host():
     kernels = run_every_candidate(fc_rows_cases(313, 20) + fc_tail_cases(314), seed=17)
     assert kernels >= {"kiln_fully_connected_rows_s8", "kiln_fully_connected_rows2_s8",
                        "kiln_fully_connected_rows8_s8", "kiln_fully_connected_rows8_p8_s8",
-                       "kiln_fully_connected_s8", "kiln_conv2d_gemm_p8_s8"}
+                       "kiln_fully_connected_s8", "kiln_conv2d_gemm_p8_s8",
+                       "kiln_fully_connected_rows8_p8_pt_s8", "kiln_fully_connected_rows8_pt_s8"}
 
 
 def test_every_simd_candidate_banded_in_place_on_host():
@@ -449,6 +457,14 @@ def test_variant_choice_follows_the_target():
         ("kiln_fully_connected_s8", None)]
     assert {fully_connected_variant(fc, DSP, k).scratch
             for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0, 5 * 32}
+    # A per-tensor layer (fc_per_tensor_ok): the rows8 knobs run the _pt_ twins, which
+    # widen their input in registers (no scratch); the other knobs as before.
+    pt = replace(fc, per_tensor=True)
+    pt_variants = [fully_connected_variant(pt, DSP, k)
+                   for k in candidates("FULLY_CONNECTED", pt, DSP)]
+    assert [(v.kernel, v.scratch) for v in pt_variants][:3] == [
+        ("kiln_fully_connected_rows8_p8_pt_s8", 0), ("kiln_fully_connected_rows8_pt_s8", 0),
+        ("kiln_fully_connected_rows_s8", 64)]
 
 
 def test_dwconv_packing_pads_channels_to_blocks_of_four():

@@ -112,7 +112,7 @@ def test_largest_recovered_sums_and_ineligible_filters_match_tflm():
     art = run_cases(cases, seed=21, board=BOARD)
     assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8", "kiln_conv2d_gemm_p8_s8",
                              "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_oc4_s8",
-                             "kiln_fully_connected_rows8_p8_s8"]
+                             "kiln_fully_connected_rows8_p8_pt_s8"]     # per-tensor
 
 
 def test_p8_weights_take_int8_bytes_and_five_per_channel():
@@ -137,7 +137,7 @@ def test_speed_builds_take_int16_filters_where_the_flash_has_room():
     assert {op.get("knobs", {}).get("weights") for op in default.report["ops"]} == {"p8"}
     roomy = kc.compile(g, BOARD, optimize="speed")
     assert len(roomy.report["speed_widen"]) == len(roomy.report["ops"])     # all ten FCs
-    assert {op["kernel"] for op in roomy.report["ops"]} == {"kiln_fully_connected_rows8_s8"}
+    assert {op["kernel"] for op in roomy.report["ops"]} == {"kiln_fully_connected_rows8_pt_s8"}
     added = sum(m["added_bytes"] for m in roomy.report["speed_widen"])
     # per-layer figures, while codegen stores a constant equal to an earlier layer's once
     # (lowering.LowerCtx.same_consts): ad01's default build shares three 128-byte arrays

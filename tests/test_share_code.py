@@ -50,7 +50,8 @@ def test_no_sharing_without_a_gemm_or_with_a_tuned_layer():
                                 "cycles": {"median": 1, "min": 1, "max": 1}}])
     tuned = kc.compile(g, "mps2-an386", tuning_records=records)
     assert tuned.report["shared_code"] == []
-    assert _kernels(tuned)[step] == "kiln_fully_connected_rows8_p8_s8" and op["type"] == op_type
+    # KWS's FC is per-tensor: the records' knobs run the _pt_ twin
+    assert _kernels(tuned)[step] == "kiln_fully_connected_rows8_p8_pt_s8" and op["type"] == op_type
 
 
 def _conv_then_fc(hw: int, cin: int, k: int, stride: int, cout: int) -> bytes:

@@ -110,7 +110,7 @@ def widen_for_speed(graph: Graph, target: Target, shapes: dict[int, tuple[str, o
 # kernels (ResNet-8's 640 MACs: 0.1% of the model), while its rows kernel costs about 3 KB
 # of code on the M4 when no other layer needs it.
 SHARE_MAX_MACS = 4096
-_FC_ROWS_P8 = "kiln_fully_connected_rows8_p8_s8"
+_FC_ROWS_P8 = ("kiln_fully_connected_rows8_p8_s8", "kiln_fully_connected_rows8_p8_pt_s8")
 
 
 def share_code(layers: list, layer_knobs: dict[int, dict], target: Target
@@ -124,9 +124,9 @@ def share_code(layers: list, layer_knobs: dict[int, dict], target: Target
         return e.code.kernel.startswith("kiln_conv2d_gemm_p8")
 
     small = [i for i, e in enumerate(layers)
-             if e.code.kernel == _FC_ROWS_P8 and e.code.macs <= SHARE_MAX_MACS
+             if e.code.kernel in _FC_ROWS_P8 and e.code.macs <= SHARE_MAX_MACS
              and i not in layer_knobs]
-    rows_needed = any(e.code.kernel == _FC_ROWS_P8 for i, e in enumerate(layers)
+    rows_needed = any(e.code.kernel in _FC_ROWS_P8 for i, e in enumerate(layers)
                       if i not in small)
     knobs = dict(layer_knobs)
     moves: list[dict] = []
@@ -140,5 +140,5 @@ def share_code(layers: list, layer_knobs: dict[int, dict], target: Target
         knobs[i] = gemm[0]
         moves.append({"layer": i, "from": e.code.knobs, "to": gemm[0],
                       "why": f"{e.code.macs} MACs: the convolutions' gemm instead of "
-                             f"{_FC_ROWS_P8}, which no other layer needs"})
+                             f"{e.code.kernel}, which no other layer needs"})
     return knobs, moves

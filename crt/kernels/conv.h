@@ -408,6 +408,39 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
                                                const int32_t *filter, const int32_t *bias,
                                                const kiln_dims_t *output_dims, int8_t *output);
 
+/* The per-tensor twins of kiln_fully_connected_rows8_p8_s8 (int8 row pairs) and
+ * kiln_fully_connected_rows8_s8 (int16 pairs): one multiplier and shift for every
+ * row, so on cores with the DSP extension one asm loop runs every whole block of
+ * eight rows, the requantization of its outputs included (fully_connected_rows.c).
+ * Neither needs scratch: the input is widened in registers.
+ *   filter  _p8_pt_: as kiln_fully_connected_rows8_p8_s8's.
+ *           _pt_: as kiln_fully_connected_rows8_s8's, the values doubled
+ *           (2 * (w + filter_offset)).
+ *   bias    accumulator starts. _p8_pt_: per pair of rows (c, d), b_c + 256 * b_d
+ *           (modulo 2^32) then b_c, b the folded bias of kiln_fully_connected_s8;
+ *           a lone last row pairs a zero one; ceil(units / 2) * 2 values.
+ *           _pt_: 2 * b per row.
+ *   quant   one entry: multiplier in [2^30, 2^31), shift in [-22, -2]
+ *   params  filter_offset must be 0
+ * The compiler picks them only where every row's |b| + 128 * sum |w| < 2^30
+ * (twice the sum fits int32) and, for _p8_pt_, each pair's second row has
+ * |b_d| + 128 * sum |w_d| < 2^23 (its sum comes back from raw - even). */
+kiln_status_t kiln_fully_connected_rows8_p8_pt_s8(const kiln_fc_params_t *params,
+                                                  const kiln_requant_packed_t *quant,
+                                                  const kiln_dims_t *input_dims,
+                                                  const int8_t *input,
+                                                  const kiln_dims_t *filter_dims,
+                                                  const int32_t *filter, const int32_t *bias,
+                                                  const kiln_dims_t *output_dims, int8_t *output);
+
+kiln_status_t kiln_fully_connected_rows8_pt_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_packed_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output);
+
 /* kiln_fully_connected_rows_s8 blocked two rows at a time.
  *   filter  per block of two rows, per group, [A][B] of each row in turn; an
  *           odd last row as [A][B] per group.

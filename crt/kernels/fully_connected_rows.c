@@ -411,12 +411,15 @@ static const uint32_t *p8_groups_c(const uint32_t *w, const int8_t *row, int32_t
     "smlad " ra ", lr, r3, " ra "\n\t"                                           \
     "sxtb16 lr, lr\n\t"                                                          \
     "smlad " re ", lr, r3, " re "\n\t"
-#define P8_GROUP_8ROWS_ASM                                                       \
-    "ldr r3, [r1], #4\n\t"                                                       \
+/* A group whose word is in r3 already, then one loaded from the row. */
+#define P8_GROUP_BODY_ASM                                                        \
     "sxtb16 r2, r3\n\t"                                                          \
     "sxtb16 r3, r3, ror #8\n\t"                                                  \
     P8_PAIR_ASM("r4", "r5") P8_PAIR_ASM("r6", "r7")                              \
     P8_PAIR_ASM("r8", "r9") P8_PAIR_ASM("r10", "r11")
+#define P8_GROUP_8ROWS_ASM                                                       \
+    "ldr r3, [r1], #4\n\t"                                                       \
+    P8_GROUP_BODY_ASM
 #endif
 
 /* What the stores of one output row share. */
@@ -606,4 +609,338 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
         }
     }
     return KILN_OK;
+}
+
+/* --- per-tensor requantization: whole blocks in one asm loop ------------------ */
+
+/*
+ * kiln_fully_connected_rows8_p8_pt_s8 (int8 row pairs) and
+ * kiln_fully_connected_rows8_pt_s8 (int16 pairs, doubled): one multiplier m and
+ * shift -e for every row, so the loop over the blocks of eight rows keeps them
+ * in registers and requantizes an output in four instructions (conv.h gives
+ * the layouts and the ranges the compiler guarantees).
+ *
+ * With x2 = twice the row's sum (|sum| < 2^30) and K = (2 * output_offset + 1)
+ * << (e - 1), one SMMLAR gives r + K, r = floor((x2 * m + 2^31) / 2^32) =
+ * floor((sum * m + 2^30) / 2^31), TFLite's rounding doubling high multiply (see
+ * kiln_requantize_fast, step 1); then TFLite's rounding division by 2^e plus
+ * the output zero point is floor((r - [r < 0] + K) / 2^e) (kiln_dw_output,
+ * steps 2 and 3, with the zero point times 2^e inside the floor), one ASR, and
+ * the clamp one SSAT. [r < 0] may be [sum < 0] (they differ only at r = 0,
+ * where K is an odd multiple of 2^(e - 1) and both floors agree), so the exact
+ * form adds sum >> 31 to K first (one ADD). Without it a negative r gives a
+ * value <= output_offset all the same, so where activation.min >=
+ * output_offset (ReLU) the clamp makes both equal and the ADD is left out.
+ * No overflow: |r| < 2^30 and |K| <= 255 * 2^21 (e <= 22).
+ * A narrower clamp than [-128, 127] is applied afterwards to the bytes.
+ * x2 is the accumulator itself for the int16 filter (weights and bias stored
+ * doubled), for int8 pairs the even row's one added to itself and the odd
+ * row's raw - even (256 * its sum, bias included: conv.h) shifted by 7.
+ */
+typedef struct {
+    int32_t m;              /* TFLite's multiplier, [2^30, 2^31) */
+    int32_t k;              /* (2 * output_offset + 1) << (e - 1) */
+    int32_t e;              /* -shift, [2, 22] */
+    int8_t *out;
+    const int8_t *x_end;    /* past the row's whole groups of four */
+    uint32_t entry;         /* where the group loop starts, bytes past its label, + 1 */
+    const int8_t *x;        /* the row */
+    const int32_t *bias;    /* the first block's accumulator starts */
+    int8_t *out_end;        /* past the whole blocks' outputs */
+    uint32_t tail;          /* the last partial group, zero-padded (mode bit 1) */
+    uint32_t mode;          /* bit 0: exact rounding of negative values; bit 1: a tail */
+} pt_args_t;
+
+#if defined(__ARM_FEATURE_DSP)
+/* One output from x2 in register x: m in r1, K in r2, e in r3, out in r12. */
+#define PT_RQ_ASM(x)                                                             \
+    "smmlar " x ", " x ", r1, r2\n\t"                                            \
+    "asr " x ", " x ", r3\n\t"                                                   \
+    "ssat " x ", #8, " x "\n\t"                                                  \
+    "strb " x ", [r12], #1\n\t"
+#define PT_RQ_EXACT_ASM(x)                                                       \
+    "add lr, r2, " x ", asr #31\n\t"                                             \
+    "smmlar " x ", " x ", r1, lr\n\t"                                            \
+    "asr " x ", " x ", r3\n\t"                                                   \
+    "ssat " x ", #8, " x "\n\t"                                                  \
+    "strb " x ", [r12], #1\n\t"
+/* A row pair's x2 (raw in ra, even in re), then the even row's output first. */
+#define PT_P8_PAIR_ASM(rq, ra, re)                                               \
+    "sub " ra ", " ra ", " re "\n\t"                                             \
+    "asr " ra ", " ra ", #7\n\t"                                                 \
+    "add " re ", " re ", " re "\n\t"                                             \
+    rq(re) rq(ra)
+#define PT_P8_RQ_ASM(rq)                                                         \
+    PT_P8_PAIR_ASM(rq, "r4", "r5") PT_P8_PAIR_ASM(rq, "r6", "r7")                \
+    PT_P8_PAIR_ASM(rq, "r8", "r9") PT_P8_PAIR_ASM(rq, "r10", "r11")
+#define PT_S16_RQ_ASM(rq)                                                        \
+    rq("r4") rq("r5") rq("r6") rq("r7") rq("r8") rq("r9") rq("r10") rq("r11")
+/* Int16 pairs, eight rows at one group: the input word in r3. */
+#define S16_GROUP_BODY_ASM                                                       \
+    "sxtb16 r2, r3\n\t"                                                          \
+    "sxtb16 r3, r3, ror #8\n\t"                                                  \
+    FC_ROW_ASM("r4") FC_ROW_ASM("r5") FC_ROW_ASM("r6") FC_ROW_ASM("r7")          \
+    FC_ROW_ASM("r8") FC_ROW_ASM("r9") FC_ROW_ASM("r10") FC_ROW_ASM("r11")
+#define S16_GROUP_ASM "ldr r3, [r1], #4\n\t" S16_GROUP_BODY_ASM
+
+/*
+ * The loop over the whole blocks: w in r0, the arguments in r3. Its frame, at
+ * sp: m, K, e, out, x_end, entry address, x, bias, out_end (as pt_args_t),
+ * after-loop address, tail word, requantization address. Per block: the
+ * accumulators r4-r11 from the bias (one LDM), the group loop entered
+ * part-way (a computed LDR PC: eight groups a trip, no tail code), the last
+ * partial group if any, then the eight outputs. `size` is the bytes of one
+ * group (all 32-bit instructions; the .if checks).
+ */
+#define PT_LOOP_ASM(group, body, rq_relu, rq_exact, size)                        \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "sub sp, sp, #48\n\t"                                                        \
+    "ldm r3, {r4-r11}\n\t"                                                       \
+    "adr r2, 1f\n\t"                                                             \
+    "add r9, r9, r2\n\t"                                                         \
+    "stm sp, {r4-r11}\n\t"                                                       \
+    "ldr r4, [r3, #32]\n\t"                                                      \
+    "ldr r5, [r3, #36]\n\t"                                                      \
+    "ldr r6, [r3, #40]\n\t"                                                      \
+    "str r4, [sp, #32]\n\t"                                                      \
+    "str r5, [sp, #40]\n\t"                                                      \
+    "adr r4, 5f\n\t"                                                             \
+    "tst r6, #1\n\t"                                                             \
+    "beq 9f\n\t"                                                                 \
+    "adr r4, 6f\n"                                                               \
+    "9:\n\t"                                                                     \
+    "add r4, r4, #1\n\t"                                                         \
+    "str r4, [sp, #44]\n\t"                                                      \
+    "tst r6, #2\n\t"                                                             \
+    "beq 9f\n\t"                                                                 \
+    "adr r4, 7f\n\t"                                                             \
+    "add r4, r4, #1\n"                                                           \
+    "9:\n\t"                                                                     \
+    "str r4, [sp, #36]\n"                                                        \
+    "3:\n\t"                                                                     \
+    "ldr r3, [sp, #28]\n\t"                                                      \
+    "ldm r3!, {r4-r11}\n\t"                                                      \
+    "str r3, [sp, #28]\n\t"                                                      \
+    "ldr r1, [sp, #24]\n\t"                                                      \
+    "ldr pc, [sp, #20]\n\t"                                                      \
+    ".p2align 2\n"                                                               \
+    "1:\n\t"                                                                     \
+    group group group group group group group group                              \
+    "2:\n\t"                                                                     \
+    ".if (2b - 1b) != 8 * " #size "\n\t"                                         \
+    ".error \"a group is not " #size " bytes\"\n\t"                              \
+    ".endif\n\t"                                                                 \
+    "ldr r2, [sp, #16]\n\t"                                                      \
+    "cmp r1, r2\n\t"                                                             \
+    "bne 1b\n\t"                                                                 \
+    "ldr pc, [sp, #36]\n"                                                        \
+    "7:\n\t"                                                                     \
+    "ldr r3, [sp, #40]\n\t"                                                      \
+    body                                                                         \
+    "ldr pc, [sp, #44]\n"                                                        \
+    "5:\n\t"                                                                     \
+    "ldm sp, {r1, r2, r3, r12}\n\t"                                              \
+    rq_relu                                                                      \
+    "b 4f\n"                                                                     \
+    "6:\n\t"                                                                     \
+    "ldm sp, {r1, r2, r3, r12}\n\t"                                              \
+    rq_exact                                                                     \
+    "4:\n\t"                                                                     \
+    "str r12, [sp, #12]\n\t"                                                     \
+    "ldr r1, [sp, #32]\n\t"                                                      \
+    "cmp r12, r1\n\t"                                                            \
+    "bne 3b\n\t"                                                                 \
+    "add sp, sp, #48\n\t"                                                        \
+    "pop {r4-r11, lr}"
+
+static KILN_NOINLINE void pt_p8_loop(const uint32_t *w, const pt_args_t *a)
+{
+    register const uint32_t *w_ __asm__("r0") = w;
+    register const pt_args_t *a_ __asm__("r3") = a;
+    __asm__ volatile(PT_LOOP_ASM(P8_GROUP_8ROWS_ASM, P8_GROUP_BODY_ASM,
+                                 PT_P8_RQ_ASM(PT_RQ_ASM), PT_P8_RQ_ASM(PT_RQ_EXACT_ASM), 124)
+                     : "+r"(w_), "+r"(a_)
+                     :
+                     : "r1", "r2", "r12", "cc", "memory");
+}
+
+static KILN_NOINLINE void pt_s16_loop(const uint32_t *w, const pt_args_t *a)
+{
+    register const uint32_t *w_ __asm__("r0") = w;
+    register const pt_args_t *a_ __asm__("r3") = a;
+    __asm__ volatile(PT_LOOP_ASM(S16_GROUP_ASM, S16_GROUP_BODY_ASM,
+                                 PT_S16_RQ_ASM(PT_RQ_ASM), PT_S16_RQ_ASM(PT_RQ_EXACT_ASM), 108)
+                     : "+r"(w_), "+r"(a_)
+                     :
+                     : "r1", "r2", "r12", "cc", "memory");
+}
+#endif
+
+/* The int16 (doubled) rows' dot products in plain C: `n` rows interleaved per
+ * group (w at their block), acc (twice the sums) added to; returns w past them. */
+static const uint32_t *pt_s16_rows_c(const uint32_t *w, const int8_t *row, int32_t depth,
+                                     int32_t groups4, int32_t n, int32_t *acc)
+{
+    for (int32_t g = 0; g < groups4; ++g) {
+        uint32_t xa;
+        uint32_t xb;
+        p8_input(row, depth, g, &xa, &xb);
+        for (int32_t j = 0; j < n; ++j) {
+            acc[j] = kiln_smlad(w[1], xb, kiln_smlad(w[0], xa, acc[j]));
+            w += 2;
+        }
+    }
+    return w;
+}
+
+/* Rows u .. u + n - 1 (n <= 8) of one input row in plain C from their
+ * accumulator starts: each sum, requantized as TFLite does, clamped. */
+static const uint32_t *pt_rows_c(const uint32_t *w, const int8_t *row, int32_t depth,
+                                 int32_t groups4, int32_t n, const int32_t *bias, int p8,
+                                 int32_t m, int32_t s1, const kiln_fc_params_t *params,
+                                 int8_t *out)
+{
+    int32_t acc[8];
+    int32_t sums[8];
+    memcpy(acc, bias, sizeof(int32_t) * (size_t)(p8 ? (n + 1) / 2 * 2 : n));
+    if (p8) {       /* n = 8: four pairs interleaved per group; n <= 2: one pair */
+        w = p8_groups_c(w, row, depth, 0, groups4, (n + 1) / 2, acc);
+        for (int32_t j = 0; j < n; j += 2) {
+            sums[j] = acc[j + 1];
+            if (j + 1 < n) {
+                sums[j + 1] = kiln_pair_odd(acc[j], acc[j + 1]);
+            }
+        }
+    } else {
+        w = pt_s16_rows_c(w, row, depth, groups4, n, acc);
+        for (int32_t j = 0; j < n; ++j) {
+            sums[j] = acc[j] >> 1;      /* exact: weights and bias doubled */
+        }
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        out[j] = kiln_output_packed(sums[j], m, s1, params->output_offset,
+                                    params->activation.min, params->activation.max, 0);
+    }
+    return w;
+}
+
+/* Argument checks and the run of both kernels; p8 a constant in each (inlined:
+ * a firmware links the asm loop of the kernels it calls only). */
+static KILN_ALWAYS_INLINE kiln_status_t fc_pt(const kiln_fc_params_t *params,
+                                              const kiln_requant_packed_t *quant,
+                                              const kiln_dims_t *input_dims,
+                                              const int8_t *input,
+                                              const kiln_dims_t *filter_dims,
+                                              const int32_t *filter, const int32_t *bias,
+                                              const kiln_dims_t *output_dims, int8_t *output,
+                                              int p8)
+{
+    if (params == NULL || !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL ||
+        bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
+        !kiln_dims_valid(filter_dims) || !kiln_dims_valid(output_dims) ||
+        ((uintptr_t)filter & 3u) != 0) {
+        return KILN_ERR_ARG;
+    }
+    if (params->filter_offset != 0 || params->output_offset < -128 ||
+        params->output_offset > 127 || params->activation.min < -128 ||
+        params->activation.min > params->activation.max || params->activation.max > 127 ||
+        quant->multiplier[0] < INT32_C(0x40000000) || quant->shift[0] < -22 ||
+        quant->shift[0] > -2) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t depth = filter_dims->c;
+    const int32_t units = filter_dims->n;
+    const int32_t batches = output_dims->n;
+    if (input_dims->c != depth || input_dims->n != batches || output_dims->c != units) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t groups4 = kiln_round_up4(depth) / 4;
+    const int32_t m = quant->multiplier[0];
+    const int32_t e = -(int32_t)quant->shift[0];
+    const int32_t whole = units / 8 * 8;
+#if defined(__ARM_FEATURE_DSP)
+    const int32_t out_off = params->output_offset;
+    const int32_t act_min = params->activation.min;
+    const int32_t act_max = params->activation.max;
+    const int32_t block_words = 8 * groups4 * (p8 ? 1 : 2);     /* filter words a block */
+#endif
+    for (int32_t bt = 0; bt < batches; ++bt) {
+        const int8_t *row = input + (size_t)bt * (size_t)depth;
+        int8_t *out = output + (size_t)bt * (size_t)units;
+        const uint32_t *w = (const uint32_t *)filter;
+#if defined(__ARM_FEATURE_DSP)
+        if (whole > 0) {
+            const int32_t full = depth / 4;
+            const uint32_t size = p8 ? 124u : 108u;
+            pt_args_t a;
+            a.m = m;
+            a.k = (int32_t)((uint32_t)(2 * out_off + 1) << (e - 1));
+            a.e = e;
+            a.out = out;
+            a.x_end = row + 4 * full;
+            a.entry = (full > 0 ? size * ((8u - (uint32_t)full % 8u) % 8u) : 8u * size) + 1u;
+            a.x = row;
+            a.bias = bias;
+            a.out_end = out + whole;
+            a.tail = 0;
+            a.mode = act_min < out_off ? 1u : 0u;
+            if (full < groups4) {
+                int8_t tail[4] = {0, 0, 0, 0};
+                memcpy(tail, row + 4 * full, (size_t)(depth - 4 * full));
+                a.tail = kiln_load_s8x4(tail);
+                a.mode |= 2u;
+            }
+            if (p8) {
+                pt_p8_loop(w, &a);
+            } else {
+                pt_s16_loop(w, &a);
+            }
+            if (act_min > -128 || act_max < 127) {
+                for (int32_t u = 0; u < whole; ++u) {
+                    const int32_t v = out[u];
+                    out[u] = (int8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
+                }
+            }
+            w += (size_t)(whole / 8) * (size_t)block_words;
+        }
+        int32_t u = whole;
+#else
+        int32_t u = 0;
+        for (; u < whole; u += 8) {
+            w = pt_rows_c(w, row, depth, groups4, 8, bias + u, p8, m, e - 2, params, out + u);
+        }
+#endif
+        /* the last rows: p8 pairs (a lone row with a zero one), int16 blocks of 4, 2, 1 */
+        while (u < units) {
+            const int32_t left = units - u;
+            const int32_t n = p8 ? (left >= 2 ? 2 : 1) : (left >= 4 ? 4 : left >= 2 ? 2 : 1);
+            w = pt_rows_c(w, row, depth, groups4, n, bias + u, p8, m, e - 2, params, out + u);
+            u += n;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_fully_connected_rows8_p8_pt_s8(const kiln_fc_params_t *params,
+                                                  const kiln_requant_packed_t *quant,
+                                                  const kiln_dims_t *input_dims,
+                                                  const int8_t *input,
+                                                  const kiln_dims_t *filter_dims,
+                                                  const int32_t *filter, const int32_t *bias,
+                                                  const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_pt(params, quant, input_dims, input, filter_dims, filter, bias, output_dims,
+                 output, 1);
+}
+
+kiln_status_t kiln_fully_connected_rows8_pt_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_packed_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_pt(params, quant, input_dims, input, filter_dims, filter, bias, output_dims,
+                 output, 0);
 }

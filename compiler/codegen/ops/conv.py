@@ -122,6 +122,9 @@ class LayerShape:
     depth_multiplier: int = 1
     requant_fast: bool = True               # every live channel's shift <= -2 (conv.h)
     pairs8: bool = True                     # the filter packs as int8 pairs (pairs8_ok)
+    # FULLY_CONNECTED: one requantization for every row within the per-tensor kernels'
+    # ranges (fc_per_tensor_ok), which the rows variants then run as
+    per_tensor: bool = False
     # Not in the variant choice, but in the timing (a tuner's workload key):
     stride: tuple[int, int] = (1, 1)
     clamped: bool = False                   # activation range narrower than int8's
@@ -148,6 +151,13 @@ _GEMM_P8 = {"variant": "gemm", "oc_block": 4, "px_block": 2, "weights": "p8"}
 _FC_P8 = {"variant": "rows", "row_block": 8, "weights": "p8"}
 _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected_rows_s8",
                     2: "kiln_fully_connected_rows2_s8"}
+# The same knobs on a per-tensor layer (LayerShape.per_tensor): one asm loop over the
+# blocks of eight rows, requantization included (fully_connected_rows.c).
+_FC_P8_PT = "kiln_fully_connected_rows8_p8_pt_s8"
+_FC_PT = "kiln_fully_connected_rows8_pt_s8"
+# Their bounds: shift >= -22 keeps (2 * output_offset + 1) << (-shift - 1) within 2^29,
+# sums below 2^30 may be doubled.
+_PT_MIN_SHIFT = -22
 # DEPTHWISE_CONV_2D by (variant, ch_block); all take a folded bias and C bytes of scratch.
 _DW_KERNELS = {("3x3", 4): "kiln_dwconv2d_3x3_s8", ("channels", 4): "kiln_dwconv2d_ch4_s8"}
 _DW_PX2_MIN_WIDTH = 12         # output rows from this wide lead with it (candidates)
@@ -357,10 +367,46 @@ def fully_connected_variant(shape: LayerShape, target: Target,
     if k["variant"] == "gemm":          # as the 1x1 CONV_2D (conv2d_variant's scratch)
         return Variant("kiln_conv2d_gemm_p8_s8", k, 5 * _round_up4(shape.filter[3]))
     if k.get("weights") == "p8":        # widens its input in registers: no scratch
-        return Variant("kiln_fully_connected_rows8_p8_s8", k, 0)
+        return Variant(_FC_P8_PT if shape.per_tensor else "kiln_fully_connected_rows8_p8_s8",
+                       k, 0)
+    if k["variant"] == "rows" and k["row_block"] == 8 and shape.per_tensor:
+        return Variant(_FC_PT, k, 0)    # int16 filter, the input widened in registers
     if k["variant"] == "rows":
         return Variant(_FC_ROWS_KERNELS[k["row_block"]], k, 2 * _round_up4(shape.filter[3]))
     return Variant("kiln_fully_connected_s8", k, 0)
+
+
+def fc_per_tensor_ok(mult: np.ndarray, shift: np.ndarray, folded: np.ndarray,
+                     abs_weight_sums: np.ndarray, abs_odd_sums: np.ndarray | None) -> bool:
+    """Whether a FULLY_CONNECTED runs on the per-tensor rows kernels (conv.h): one
+    multiplier and shift for every row, the shift in [-22, -2], every row's sum below 2^30
+    whatever the int8 input (|folded bias| + 128 * sum |w|: it is doubled) and, for the
+    int8 pairs (abs_odd_sums: sum |w| of each pair's second row), the second row's sum,
+    bias included, below 2^23 (it comes back from raw - even)."""
+    if mult.size == 0 or (mult != mult[0]).any() or (shift != shift[0]).any():
+        return False
+    if not _PT_MIN_SHIFT <= int(shift[0]) <= -2:
+        return False
+    bound = np.abs(folded.astype(np.int64)) + 128 * abs_weight_sums.astype(np.int64)
+    if bound.size and int(bound.max()) >= 1 << 30:
+        return False
+    if abs_odd_sums is not None:
+        b_odd = folded.astype(np.int64)[1::2]      # a lone last row pairs a zero one
+        odd = np.abs(b_odd) + 128 * abs_odd_sums.astype(np.int64)[:b_odd.size]
+        if odd.size and int(odd.max()) >= 1 << 23:
+            return False
+    return True
+
+
+def pt_bias_p8(folded: np.ndarray) -> np.ndarray:
+    """kiln_fully_connected_rows8_p8_pt_s8's accumulator starts: per row pair (c, d) the raw
+    one, b_c + 256 * b_d modulo 2^32, then the even one, b_c (a lone last row: d's zero)."""
+    b = folded.astype(np.int64)
+    if b.size % 2:
+        b = np.concatenate([b, np.zeros(1, np.int64)])
+    c, d = b[0::2], b[1::2]
+    raw = (c + 256 * d) & 0xFFFFFFFF
+    return np.stack([raw, c & 0xFFFFFFFF], axis=1).reshape(-1).astype(np.uint32).view(np.int32)
 
 
 def _live_shifts_fast(shift: np.ndarray, abs_weight_sums: np.ndarray) -> bool:
@@ -1000,10 +1046,13 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
     weights = w.data.astype(np.int64)
     folded = _bias_values(b, s.units) + input_offset * (weights + w_off).sum(axis=1)
     abs_sums = np.abs(weights + w_off).sum(axis=1)
+    pairs8 = w_off == 0 and pairs8_ok(weights)
+    odd_sums = np.abs(_even_rows(weights)[1::2]).sum(axis=1) if pairs8 else None
     shape = LayerShape(input=(s.batches, 1, 1, s.depth), filter=(s.units, 1, 1, s.depth),
                        output=(s.batches, 1, 1, s.units),
                        requant_fast=_live_shifts_fast(shift, abs_sums),
-                       pairs8=w_off == 0 and pairs8_ok(weights),
+                       pairs8=pairs8,
+                       per_tensor=fc_per_tensor_ok(mult, shift, folded, abs_sums, odd_sums),
                        clamped=act != (-128, 127))
     v = fully_connected_variant(shape, ctx.target, ctx.knobs)
     if v.knobs["variant"] == "mve":         # conv_mve.py: exact for any shift
@@ -1016,9 +1065,26 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         return _lower_fully_connected_gemm(ctx, s, act, mult, shift, folded, abs_sums, shape, v)
     kernel = v.kernel
     rows = v.knobs["variant"] == "rows"
-    if rows:
+    pt = kernel in (_FC_P8_PT, _FC_PT)
+    p8 = v.knobs.get("weights") == "p8"
+    if pt:
+        # one multiplier and shift (fc_per_tensor_ok: shift <= -2, so requant_fast's
+        # table is TFLite's), the bias as accumulator starts
+        table, _ = requant_fast(mult[:1], shift[:1], folded[:1], abs_sums[:1])
+        quant = _requant_packed_c(ctx, table)
+        if p8:
+            packed = pack_fc_filter_p8(w.data)
+            how = "as int8 row pairs"
+            folded = pt_bias_p8(folded)
+        else:
+            packed = _blocked(_pair_words(2 * (weights + w_off)), 8, False)
+            how = "+ filter_offset, doubled, packed as int16 pairs"
+            folded = 2 * folded
+        filter_name = ctx.const("filter", packed, "int32_t", f"{w.name} {how} for {kernel} "
+                                "(conv.h)")
+        param_w_off = 0
+    elif rows:
         table, folded = requant_fast(mult, shift, folded, abs_sums)
-        p8 = v.knobs.get("weights") == "p8"
         quant = (_requant_packed_c if p8 else _requant_fast_c)(ctx, table)
         if p8:
             packed = pack_fc_filter_p8(w.data)
@@ -1034,14 +1100,15 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         filter_name = ctx.ptr(w)
         param_w_off = w_off
     bias_name = ctx.const("bias", folded.astype(np.int32), "int32_t",
-                          "bias + input_offset * sum(filter row + filter_offset)")
+                          "bias + input_offset * sum(filter row + filter_offset)" +
+                          (", as accumulator starts (conv.h)" if pt else ""))
     lines = _fc_params_c(input_offset, param_w_off, y, act) + [
         quant,
         f"static const kiln_dims_t input_dims = {{{s.batches}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t filter_dims = {{{s.units}, 1, 1, {s.depth}}};",
         f"static const kiln_dims_t output_dims = {{{s.batches}, 1, 1, {s.units}}};",
     ]
-    args = ["&params, quant" if rows and not p8 else "&params, &quant",
+    args = ["&params, quant" if rows and not p8 and not pt else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}",
             f"&filter_dims, {filter_name}, {bias_name}", f"&output_dims, {ctx.ptr(y)}"]
     if v.scratch:
