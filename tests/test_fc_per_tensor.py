@@ -1,5 +1,5 @@
 """The per-tensor FULLY_CONNECTED rows kernels (kiln_fully_connected_rows8_p8_pt_s8, int8
-row pairs, and kiln_fully_connected_rows8_pt_s8, doubled int16 pairs) vs tflite-micro.
+row pairs, and kiln_fully_connected_rows{6,8}_pt_s8, doubled int16 pairs) vs tflite-micro.
 
 One multiplier for every row lets their asm loop requantize an output in four instructions
 (SMMLAR of twice the sum onto (2 * output_offset + 1) << (-shift - 1), ASR, SSAT): exact
@@ -8,7 +8,9 @@ of negative values left out where the clamp hides it (ReLU) and a narrower clamp
 to the bytes after. These cases sit at those edges: rows around the block of eight, depths
 that leave a partial group of four, several batches, both shift ends and one past them,
 zero points at both ends, every activation; each runs in the default build (int8 pairs)
-and in the speed build (int16), on the host (plain C) and on QEMU mps2-an386 (the asm).
+and in the speed build (int16, six rows a block, then blocks of two: rows around both),
+on the host (plain C) and on QEMU mps2-an386 (the asm). tests/test_ops_conv_simd.py runs
+rows8_pt, a tuner's choice, on QEMU too.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from test_ops_conv import Case, _build, fc_case
 from tflite_builder import TensorSpec, rand_int8
 
 BOARD = "mps2-an386"
-PT = {"kiln_fully_connected_rows8_p8_pt_s8", "kiln_fully_connected_rows8_pt_s8"}
+PT = {"kiln_fully_connected_rows8_p8_pt_s8", "kiln_fully_connected_rows8_pt_s8",
+      "kiln_fully_connected_rows6_pt_s8"}
 
 
 def _with_shift(c: Case, shift: float, bias_scale: float | None = None,
@@ -88,7 +91,7 @@ def _compile(cases: list[Case], optimize: str) -> tuple[bytes, kc.Artifact]:
 def _check_kernels(art: kc.Artifact, optimize: str) -> None:
     kernels = [op["kernel"] for op in art.report["ops"]]
     wanted = ("kiln_fully_connected_rows8_p8_pt_s8" if optimize == "balanced"
-              else "kiln_fully_connected_rows8_pt_s8")
+              else "kiln_fully_connected_rows6_pt_s8")
     # every per-tensor case on its pt kernel but shift -23 and the per-channel one
     assert kernels[:-2] == [wanted] * (len(kernels) - 2), kernels
     assert kernels[-2] not in PT and kernels[-1] not in PT, kernels

@@ -48,7 +48,8 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8",
                                    "kiln_dwconv2d_3x3_w8_s8",
                                    "kiln_fully_connected_rows8_p8_pt_s8",      # per-tensor
-                                   "kiln_fully_connected_rows8_pt_s8"}
+                                   "kiln_fully_connected_rows8_pt_s8",
+                                   "kiln_fully_connected_rows6_pt_s8"}
 SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "channels", "rows"}
 
 
@@ -321,15 +322,16 @@ def test_every_dwconv_candidate_on_host():
 def test_fully_connected_rows_on_host():
     art = run_cases(fc_rows_cases(303, 50), seed=13, board=BOARD)
     kernels = _kernels(art)
-    # rows8 where the random filter holds a -128 that int8 pairs cannot take (pairs8_ok)
-    # or a zero point, which TFLite's own int8 weights never have.
+    # int16 (rows8, per-tensor rows6) where the random filter holds a -128 that int8
+    # pairs cannot take (pairs8_ok) or a zero point, which TFLite's own int8 weights
+    # never have.
     # Per-tensor layers within fc_per_tensor_ok's ranges take the _pt_ twins.
     p8 = (kernels.count("kiln_fully_connected_rows8_p8_s8") +
           kernels.count("kiln_fully_connected_rows8_p8_pt_s8"))
     assert p8 >= 0.6 * len(kernels), kernels
-    rows8 = (kernels.count("kiln_fully_connected_rows8_s8") +
-             kernels.count("kiln_fully_connected_rows8_pt_s8"))
-    assert p8 + rows8 >= 0.8 * len(kernels), kernels
+    int16 = (kernels.count("kiln_fully_connected_rows8_s8") +
+             kernels.count("kiln_fully_connected_rows6_pt_s8"))
+    assert p8 + int16 >= 0.8 * len(kernels), kernels
     assert kernels.count("kiln_fully_connected_rows8_p8_pt_s8") >= 0.2 * len(kernels), kernels
 
 
@@ -338,7 +340,8 @@ def test_every_fully_connected_candidate_on_host():
     assert kernels >= {"kiln_fully_connected_rows_s8", "kiln_fully_connected_rows2_s8",
                        "kiln_fully_connected_rows8_s8", "kiln_fully_connected_rows8_p8_s8",
                        "kiln_fully_connected_s8", "kiln_conv2d_gemm_p8_s8",
-                       "kiln_fully_connected_rows8_p8_pt_s8", "kiln_fully_connected_rows8_pt_s8"}
+                       "kiln_fully_connected_rows8_p8_pt_s8", "kiln_fully_connected_rows8_pt_s8",
+                       "kiln_fully_connected_rows6_pt_s8"}
 
 
 def test_every_simd_candidate_banded_in_place_on_host():
@@ -457,14 +460,16 @@ def test_variant_choice_follows_the_target():
         ("kiln_fully_connected_s8", None)]
     assert {fully_connected_variant(fc, DSP, k).scratch
             for k in candidates("FULLY_CONNECTED", fc, DSP)} == {64, 0, 5 * 32}
-    # A per-tensor layer (fc_per_tensor_ok): the rows8 knobs run the _pt_ twins, which
-    # widen their input in registers (no scratch); the other knobs as before.
+    # A per-tensor layer (fc_per_tensor_ok): the int8-pair and rows8 knobs run the _pt_
+    # twins, which widen their input in registers (no scratch), and the six-row int16 one
+    # (per-tensor only) comes first of the int16 ones; the other knobs as before.
     pt = replace(fc, per_tensor=True)
     pt_variants = [fully_connected_variant(pt, DSP, k)
                    for k in candidates("FULLY_CONNECTED", pt, DSP)]
-    assert [(v.kernel, v.scratch) for v in pt_variants][:3] == [
-        ("kiln_fully_connected_rows8_p8_pt_s8", 0), ("kiln_fully_connected_rows8_pt_s8", 0),
-        ("kiln_fully_connected_rows_s8", 64)]
+    assert [(v.kernel, v.scratch) for v in pt_variants][:4] == [
+        ("kiln_fully_connected_rows8_p8_pt_s8", 0), ("kiln_fully_connected_rows6_pt_s8", 0),
+        ("kiln_fully_connected_rows8_pt_s8", 0), ("kiln_fully_connected_rows_s8", 64)]
+    assert {"variant": "rows", "row_block": 6} not in candidates("FULLY_CONNECTED", fc, DSP)
 
 
 def test_dwconv_packing_pads_channels_to_blocks_of_four():

@@ -69,9 +69,11 @@ def fit_weights(graph: Graph, target: Target, shapes: dict[int, tuple[str, objec
     return knobs, moves
 
 
-# The int16-pair twin of each int8-pair default (conv.py candidates).
-_WIDER = {"p8": lambda k: {**k, "weights": "s16"} if k["variant"] == "gemm"
-          else {"variant": "rows", "row_block": k["row_block"]}}
+def _wider(default: dict, cands: list[dict]) -> dict | None:
+    """The int16-pair twin of an int8-pair default: the first candidate after it of the
+    same variant without int8 weights (conv.py candidates: the fastest such)."""
+    return next((k for k in cands[1:] if k["variant"] == default["variant"]
+                 and k.get("weights") not in ("p8", "s8")), None)
 
 
 def widen_for_speed(graph: Graph, target: Target, shapes: dict[int, tuple[str, object]],
@@ -90,8 +92,8 @@ def widen_for_speed(graph: Graph, target: Target, shapes: dict[int, tuple[str, o
         default = cands[0]
         if default.get("weights") != "p8":
             continue
-        wide = _WIDER["p8"](default)
-        if wide not in cands:
+        wide = _wider(default, cands)
+        if wide is None:
             continue
         added = (_layer_weight_bytes(graph, step, target, wide) -
                  _layer_weight_bytes(graph, step, target, default))

@@ -441,6 +441,20 @@ kiln_status_t kiln_fully_connected_rows8_pt_s8(const kiln_fc_params_t *params,
                                                const int32_t *filter, const int32_t *bias,
                                                const kiln_dims_t *output_dims, int8_t *output);
 
+/* kiln_fully_connected_rows8_pt_s8 blocked six rows at a time (its asm loads two
+ * rows' four words per LDM: 18 instructions a group of four k where eight rows
+ * take 27 for 32 MACs).
+ *   filter  per block of six rows, per group, [A][B] of each row in turn (values
+ *           doubled); after the last whole block, blocks of three, then single rows.
+ * Other arguments as kiln_fully_connected_rows8_pt_s8. */
+kiln_status_t kiln_fully_connected_rows6_pt_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_packed_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output);
+
 /* kiln_fully_connected_rows_s8 blocked two rows at a time.
  *   filter  per block of two rows, per group, [A][B] of each row in turn; an
  *           odd last row as [A][B] per group.

@@ -24,6 +24,10 @@
  * pair words are widened in place after their raw use: per group one LDR and
  * two SXTB16 of input, then per pair of rows one LDRD, two SXTB16 and four
  * SMLAD.
+ *
+ * Their per-tensor twins (kiln_fully_connected_rows8_p8_pt_s8,
+ * kiln_fully_connected_rows8_pt_s8, kiln_fully_connected_rows6_pt_s8; last
+ * section) run every whole block, requantization included, in one asm loop.
  */
 #include "conv_dsp.h"
 
@@ -615,10 +619,13 @@ kiln_status_t kiln_fully_connected_rows8_p8_s8(const kiln_fc_params_t *params,
 
 /*
  * kiln_fully_connected_rows8_p8_pt_s8 (int8 row pairs) and
- * kiln_fully_connected_rows8_pt_s8 (int16 pairs, doubled): one multiplier m and
- * shift -e for every row, so the loop over the blocks of eight rows keeps them
- * in registers and requantizes an output in four instructions (conv.h gives
- * the layouts and the ranges the compiler guarantees).
+ * kiln_fully_connected_rows{8,6}_pt_s8 (int16 pairs, doubled, the input widened
+ * in registers: no scratch): one multiplier m and shift -e for every row, so
+ * the loop over the blocks of rows keeps them in registers and requantizes an
+ * output in four instructions (conv.h gives the layouts and the ranges the
+ * compiler guarantees). Six int16 rows leave four registers for their words,
+ * two rows' per LDM: 18 instructions a group of four k (24 MACs) where eight
+ * rows take 27 (32 MACs); the rows past its last six take a two-row loop.
  *
  * With x2 = twice the row's sum (|sum| < 2^30) and K = (2 * output_offset + 1)
  * << (e - 1), one SMMLAR gives r + K, r = floor((x2 * m + 2^31) / 2^32) =
@@ -682,6 +689,27 @@ typedef struct {
     FC_ROW_ASM("r4") FC_ROW_ASM("r5") FC_ROW_ASM("r6") FC_ROW_ASM("r7")          \
     FC_ROW_ASM("r8") FC_ROW_ASM("r9") FC_ROW_ASM("r10") FC_ROW_ASM("r11")
 #define S16_GROUP_ASM "ldr r3, [r1], #4\n\t" S16_GROUP_BODY_ASM
+/* Six rows at one group: two rows' four words a LDM (r10, r11, r12, lr), the
+ * accumulators r4-r9. */
+#define S16_ROWS2_ASM(a, b)                                                      \
+    "ldm r0!, {r10, r11, r12, lr}\n\t"                                            \
+    "smlad " a ", r10, r2, " a "\n\t"                                            \
+    "smlad " a ", r11, r3, " a "\n\t"                                            \
+    "smlad " b ", r12, r2, " b "\n\t"                                            \
+    "smlad " b ", lr, r3, " b "\n\t"
+#define S16_6_GROUP_BODY_ASM                                                     \
+    "sxtb16 r2, r3\n\t"                                                          \
+    "sxtb16 r3, r3, ror #8\n\t"                                                  \
+    S16_ROWS2_ASM("r4", "r5") S16_ROWS2_ASM("r6", "r7") S16_ROWS2_ASM("r8", "r9")
+#define S16_6_GROUP_ASM "ldr r3, [r1], #4\n\t" S16_6_GROUP_BODY_ASM
+#define PT_S16_6_RQ_ASM(rq) rq("r4") rq("r5") rq("r6") rq("r7") rq("r8") rq("r9")
+/* Two rows (the blocks of kiln_fully_connected_rows6_pt_s8 past its last six). */
+#define S16_2_GROUP_BODY_ASM                                                     \
+    "sxtb16 r2, r3\n\t"                                                          \
+    "sxtb16 r3, r3, ror #8\n\t"                                                  \
+    S16_ROWS2_ASM("r4", "r5")
+#define S16_2_GROUP_ASM "ldr r3, [r1], #4\n\t" S16_2_GROUP_BODY_ASM
+#define PT_S16_2_RQ_ASM(rq) rq("r4") rq("r5")
 
 /*
  * The loop over the whole blocks: w in r0, the arguments in r3. Its frame, at
@@ -692,7 +720,7 @@ typedef struct {
  * partial group if any, then the eight outputs. `size` is the bytes of one
  * group (all 32-bit instructions; the .if checks).
  */
-#define PT_LOOP_ASM(group, body, rq_relu, rq_exact, size)                        \
+#define PT_LOOP_ASM(group, body, rq_relu, rq_exact, size, accs)                  \
     "push {r4-r11, lr}\n\t"                                                      \
     "sub sp, sp, #48\n\t"                                                        \
     "ldm r3, {r4-r11}\n\t"                                                       \
@@ -719,7 +747,7 @@ typedef struct {
     "str r4, [sp, #36]\n"                                                        \
     "3:\n\t"                                                                     \
     "ldr r3, [sp, #28]\n\t"                                                      \
-    "ldm r3!, {r4-r11}\n\t"                                                      \
+    "ldm r3!, {" accs "}\n\t"                                                    \
     "str r3, [sp, #28]\n\t"                                                      \
     "ldr r1, [sp, #24]\n\t"                                                      \
     "ldr pc, [sp, #20]\n\t"                                                      \
@@ -758,7 +786,8 @@ static KILN_NOINLINE void pt_p8_loop(const uint32_t *w, const pt_args_t *a)
     register const uint32_t *w_ __asm__("r0") = w;
     register const pt_args_t *a_ __asm__("r3") = a;
     __asm__ volatile(PT_LOOP_ASM(P8_GROUP_8ROWS_ASM, P8_GROUP_BODY_ASM,
-                                 PT_P8_RQ_ASM(PT_RQ_ASM), PT_P8_RQ_ASM(PT_RQ_EXACT_ASM), 124)
+                                 PT_P8_RQ_ASM(PT_RQ_ASM), PT_P8_RQ_ASM(PT_RQ_EXACT_ASM), 124,
+                                 "r4-r11")
                      : "+r"(w_), "+r"(a_)
                      :
                      : "r1", "r2", "r12", "cc", "memory");
@@ -769,7 +798,32 @@ static KILN_NOINLINE void pt_s16_loop(const uint32_t *w, const pt_args_t *a)
     register const uint32_t *w_ __asm__("r0") = w;
     register const pt_args_t *a_ __asm__("r3") = a;
     __asm__ volatile(PT_LOOP_ASM(S16_GROUP_ASM, S16_GROUP_BODY_ASM,
-                                 PT_S16_RQ_ASM(PT_RQ_ASM), PT_S16_RQ_ASM(PT_RQ_EXACT_ASM), 108)
+                                 PT_S16_RQ_ASM(PT_RQ_ASM), PT_S16_RQ_ASM(PT_RQ_EXACT_ASM), 108,
+                                 "r4-r11")
+                     : "+r"(w_), "+r"(a_)
+                     :
+                     : "r1", "r2", "r12", "cc", "memory");
+}
+
+static KILN_NOINLINE void pt_s16_6_loop(const uint32_t *w, const pt_args_t *a)
+{
+    register const uint32_t *w_ __asm__("r0") = w;
+    register const pt_args_t *a_ __asm__("r3") = a;
+    __asm__ volatile(PT_LOOP_ASM(S16_6_GROUP_ASM, S16_6_GROUP_BODY_ASM,
+                                 PT_S16_6_RQ_ASM(PT_RQ_ASM), PT_S16_6_RQ_ASM(PT_RQ_EXACT_ASM),
+                                 72, "r4-r9")
+                     : "+r"(w_), "+r"(a_)
+                     :
+                     : "r1", "r2", "r12", "cc", "memory");
+}
+
+static KILN_NOINLINE void pt_s16_2_loop(const uint32_t *w, const pt_args_t *a)
+{
+    register const uint32_t *w_ __asm__("r0") = w;
+    register const pt_args_t *a_ __asm__("r3") = a;
+    __asm__ volatile(PT_LOOP_ASM(S16_2_GROUP_ASM, S16_2_GROUP_BODY_ASM,
+                                 PT_S16_2_RQ_ASM(PT_RQ_ASM), PT_S16_2_RQ_ASM(PT_RQ_EXACT_ASM),
+                                 32, "r4-r5")
                      : "+r"(w_), "+r"(a_)
                      :
                      : "r1", "r2", "r12", "cc", "memory");
@@ -824,8 +878,9 @@ static const uint32_t *pt_rows_c(const uint32_t *w, const int8_t *row, int32_t d
     return w;
 }
 
-/* Argument checks and the run of both kernels; p8 a constant in each (inlined:
- * a firmware links the asm loop of the kernels it calls only). */
+/* Argument checks and the run of the three kernels: rows (8, or 6 for int16) and
+ * p8 constants in each (inlined: a firmware links the asm loop of the kernels it
+ * calls only). */
 static KILN_ALWAYS_INLINE kiln_status_t fc_pt(const kiln_fc_params_t *params,
                                               const kiln_requant_packed_t *quant,
                                               const kiln_dims_t *input_dims,
@@ -833,7 +888,7 @@ static KILN_ALWAYS_INLINE kiln_status_t fc_pt(const kiln_fc_params_t *params,
                                               const kiln_dims_t *filter_dims,
                                               const int32_t *filter, const int32_t *bias,
                                               const kiln_dims_t *output_dims, int8_t *output,
-                                              int p8)
+                                              int32_t rows, int p8)
 {
     if (params == NULL || !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL ||
         bias == NULL || output == NULL || !kiln_dims_valid(input_dims) ||
@@ -857,31 +912,35 @@ static KILN_ALWAYS_INLINE kiln_status_t fc_pt(const kiln_fc_params_t *params,
     const int32_t groups4 = kiln_round_up4(depth) / 4;
     const int32_t m = quant->multiplier[0];
     const int32_t e = -(int32_t)quant->shift[0];
-    const int32_t whole = units / 8 * 8;
 #if defined(__ARM_FEATURE_DSP)
     const int32_t out_off = params->output_offset;
     const int32_t act_min = params->activation.min;
     const int32_t act_max = params->activation.max;
-    const int32_t block_words = 8 * groups4 * (p8 ? 1 : 2);     /* filter words a block */
 #endif
     for (int32_t bt = 0; bt < batches; ++bt) {
         const int8_t *row = input + (size_t)bt * (size_t)depth;
         int8_t *out = output + (size_t)bt * (size_t)units;
         const uint32_t *w = (const uint32_t *)filter;
 #if defined(__ARM_FEATURE_DSP)
-        if (whole > 0) {
+        int32_t u = 0;
+        /* whole blocks, then (rows 6) blocks of two, each in its asm loop */
+        for (int32_t b = rows; b >= 2; b = rows == 6 ? b - 4 : 0) {
+            const int32_t n = (units - u) / b * b;
+            if (n == 0) {
+                continue;
+            }
             const int32_t full = depth / 4;
-            const uint32_t size = p8 ? 124u : 108u;
+            const uint32_t size = p8 ? 124u : b == 8 ? 108u : b == 6 ? 72u : 32u;
             pt_args_t a;
             a.m = m;
             a.k = (int32_t)((uint32_t)(2 * out_off + 1) << (e - 1));
             a.e = e;
-            a.out = out;
+            a.out = out + u;
             a.x_end = row + 4 * full;
             a.entry = (full > 0 ? size * ((8u - (uint32_t)full % 8u) % 8u) : 8u * size) + 1u;
             a.x = row;
-            a.bias = bias;
-            a.out_end = out + whole;
+            a.bias = bias + u;
+            a.out_end = out + u + n;
             a.tail = 0;
             a.mode = act_min < out_off ? 1u : 0u;
             if (full < groups4) {
@@ -892,30 +951,39 @@ static KILN_ALWAYS_INLINE kiln_status_t fc_pt(const kiln_fc_params_t *params,
             }
             if (p8) {
                 pt_p8_loop(w, &a);
-            } else {
+            } else if (b == 8) {
                 pt_s16_loop(w, &a);
+            } else if (b == 6) {
+                pt_s16_6_loop(w, &a);
+            } else {
+                pt_s16_2_loop(w, &a);
             }
             if (act_min > -128 || act_max < 127) {
-                for (int32_t u = 0; u < whole; ++u) {
-                    const int32_t v = out[u];
-                    out[u] = (int8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
+                for (int32_t j = u; j < u + n; ++j) {
+                    const int32_t v = out[j];
+                    out[j] = (int8_t)(v < act_min ? act_min : v > act_max ? act_max : v);
                 }
             }
-            w += (size_t)(whole / 8) * (size_t)block_words;
+            /* filter words: b rows * groups4 * (2, int16; 1 a row, int8 pairs) */
+            w += (size_t)n * (size_t)groups4 * (p8 ? 1u : 2u);
+            u += n;
         }
-        int32_t u = whole;
 #else
         int32_t u = 0;
-        for (; u < whole; u += 8) {
-            w = pt_rows_c(w, row, depth, groups4, 8, bias + u, p8, m, e - 2, params, out + u);
+        for (; u + rows <= units; u += rows) {
+            w = pt_rows_c(w, row, depth, groups4, rows, bias + u, p8, m, e - 2, params,
+                          out + u);
         }
 #endif
-        /* the last rows: p8 pairs (a lone row with a zero one), int16 blocks of 4, 2, 1 */
-        while (u < units) {
-            const int32_t left = units - u;
-            const int32_t n = p8 ? (left >= 2 ? 2 : 1) : (left >= 4 ? 4 : left >= 2 ? 2 : 1);
-            w = pt_rows_c(w, row, depth, groups4, n, bias + u, p8, m, e - 2, params, out + u);
-            u += n;
+        /* the last rows: p8 pairs (a lone row with a zero one), int16 halving blocks
+         * (rows 8: 4, 2, 1; rows 6: 2, 1, the layout conv.h gives) */
+        for (int32_t b = p8 || rows == 6 ? 2 : rows / 2; b >= 1; b /= 2) {
+            while (units - u >= (p8 ? 1 : b)) {
+                const int32_t n = units - u < b ? units - u : b;
+                w = pt_rows_c(w, row, depth, groups4, n, bias + u, p8, m, e - 2, params,
+                              out + u);
+                u += n;
+            }
         }
     }
     return KILN_OK;
@@ -930,7 +998,7 @@ kiln_status_t kiln_fully_connected_rows8_p8_pt_s8(const kiln_fc_params_t *params
                                                   const kiln_dims_t *output_dims, int8_t *output)
 {
     return fc_pt(params, quant, input_dims, input, filter_dims, filter, bias, output_dims,
-                 output, 1);
+                 output, 8, 1);
 }
 
 kiln_status_t kiln_fully_connected_rows8_pt_s8(const kiln_fc_params_t *params,
@@ -942,5 +1010,17 @@ kiln_status_t kiln_fully_connected_rows8_pt_s8(const kiln_fc_params_t *params,
                                                const kiln_dims_t *output_dims, int8_t *output)
 {
     return fc_pt(params, quant, input_dims, input, filter_dims, filter, bias, output_dims,
-                 output, 0);
+                 output, 8, 0);
+}
+
+kiln_status_t kiln_fully_connected_rows6_pt_s8(const kiln_fc_params_t *params,
+                                               const kiln_requant_packed_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int32_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output)
+{
+    return fc_pt(params, quant, input_dims, input, filter_dims, filter, bias, output_dims,
+                 output, 6, 0);
 }

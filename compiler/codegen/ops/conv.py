@@ -154,7 +154,7 @@ _FC_ROWS_KERNELS = {8: "kiln_fully_connected_rows8_s8", 4: "kiln_fully_connected
 # The same knobs on a per-tensor layer (LayerShape.per_tensor): one asm loop over the
 # blocks of eight rows, requantization included (fully_connected_rows.c).
 _FC_P8_PT = "kiln_fully_connected_rows8_p8_pt_s8"
-_FC_PT = "kiln_fully_connected_rows8_pt_s8"
+_FC_PT = {8: "kiln_fully_connected_rows8_pt_s8", 6: "kiln_fully_connected_rows6_pt_s8"}
 # Their bounds: shift >= -22 keeps (2 * output_offset + 1) << (-shift - 1) within 2^29,
 # sums below 2^30 may be doubled.
 _PT_MIN_SHIFT = -22
@@ -258,6 +258,10 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         if shape.requant_fast:
             if shape.pairs8:
                 blocked.append(dict(_FC_P8))
+            if shape.per_tensor:
+                # The fastest int16 twin (six rows, two rows' words per LDM): on QEMU
+                # mps2-an386 AD's layers take 0.87-0.93x the instructions of rows8_pt's.
+                blocked.append({"variant": "rows", "row_block": 6})
             blocked += [{"variant": "rows", "row_block": b} for b in _FC_ROWS_KERNELS]
             if shape.pairs8:
                 # As a 1x1 CONV_2D over its rows (the int8-pair gemm): slower than the
@@ -369,8 +373,8 @@ def fully_connected_variant(shape: LayerShape, target: Target,
     if k.get("weights") == "p8":        # widens its input in registers: no scratch
         return Variant(_FC_P8_PT if shape.per_tensor else "kiln_fully_connected_rows8_p8_s8",
                        k, 0)
-    if k["variant"] == "rows" and k["row_block"] == 8 and shape.per_tensor:
-        return Variant(_FC_PT, k, 0)    # int16 filter, the input widened in registers
+    if k["variant"] == "rows" and k["row_block"] in _FC_PT and shape.per_tensor:
+        return Variant(_FC_PT[k["row_block"]], k, 0)    # int16, input widened in registers
     if k["variant"] == "rows":
         return Variant(_FC_ROWS_KERNELS[k["row_block"]], k, 2 * _round_up4(shape.filter[3]))
     return Variant("kiln_fully_connected_s8", k, 0)
@@ -493,6 +497,16 @@ def _blocked(words: np.ndarray, block: int, pair_major: bool) -> np.ndarray:
             start += block
         block //= 2
     return np.concatenate(parts).view(np.int32) if parts else np.zeros(0, np.int32)
+
+
+def _pt_blocked(words: np.ndarray, block: int) -> np.ndarray:
+    """_blocked for kiln_fully_connected_rows{8,6}_pt_s8: after the blocks of six come
+    blocks of two (its asm loop), then a last single row; eight halve as _blocked's."""
+    if block != 6:
+        return _blocked(words, block, False)
+    whole = words.shape[0] // 6 * 6
+    return np.concatenate([_blocked(words[:whole], 6, False),
+                           _blocked(words[whole:], 2, False)])
 
 
 def _even_rows(rows: np.ndarray) -> np.ndarray:
@@ -1065,7 +1079,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
         return _lower_fully_connected_gemm(ctx, s, act, mult, shift, folded, abs_sums, shape, v)
     kernel = v.kernel
     rows = v.knobs["variant"] == "rows"
-    pt = kernel in (_FC_P8_PT, _FC_PT)
+    pt = kernel == _FC_P8_PT or kernel in _FC_PT.values()
     p8 = v.knobs.get("weights") == "p8"
     if pt:
         # one multiplier and shift (fc_per_tensor_ok: shift <= -2, so requant_fast's
@@ -1077,7 +1091,7 @@ def lower_fully_connected(ctx: LowerCtx) -> LayerCode:
             how = "as int8 row pairs"
             folded = pt_bias_p8(folded)
         else:
-            packed = _blocked(_pair_words(2 * (weights + w_off)), 8, False)
+            packed = _pt_blocked(_pair_words(2 * (weights + w_off)), v.knobs["row_block"])
             how = "+ filter_offset, doubled, packed as int16 pairs"
             folded = 2 * folded
         filter_name = ctx.const("filter", packed, "int32_t", f"{w.name} {how} for {kernel} "
