@@ -342,11 +342,16 @@ KILN_MVE_INLINE void layer(const kiln_dwconv_params_t *params, const kiln_mve_qu
                 }
                 for (int32_t ky = 0, t = 0; ky < filter_dims->h; ++ky) {
                     const int32_t iy = y0 + ky * p->dilation.h;
-                    const int row_in = iy >= 0 && iy < input_dims->h;
-                    for (int32_t kx = 0; kx < filter_dims->w; ++kx, ++t) {
-                        const int32_t ix = x0 + kx * p->dilation.w;
-                        taps[t] = row_in && ix >= 0 && ix < input_dims->w
-                                      ? image + (iy * input_dims->w + ix) * ch : pad;
+                    if (iy < 0 || iy >= input_dims->h) {
+                        for (int32_t kx = 0; kx < filter_dims->w; ++kx, ++t) {
+                            taps[t] = pad;
+                        }
+                        continue;
+                    }
+                    const int8_t *row = image + iy * input_dims->w * ch;
+                    for (int32_t kx = 0, ix = x0; kx < filter_dims->w;
+                         ++kx, ++t, ix += p->dilation.w) {
+                        taps[t] = ix >= 0 && ix < input_dims->w ? row + ix * ch : pad;
                     }
                 }
                 pixel(output, taps, image, offsets, n_taps, filter, ch, quant, p, 1, pairs);
@@ -379,12 +384,30 @@ static KILN_MVE_NOINLINE void layer_single(const kiln_dwconv_params_t *params,
           offsets, pad, 0);
 }
 
-/* No filter value is -128 (the products of two taps add up in int16). */
+/* No filter value is -128 (the products of two taps add up in int16). Run on every
+ * call (a banded layer's every band): the whole 16-byte groups as a low-overhead loop
+ * of three instructions, the rest predicated (its other lanes read as 0). */
 static int filter_above_min(const int8_t *filter, int32_t n)
 {
     int8x16_t low = vdupq_n_s8(INT8_MAX);
-    for (int32_t i = 0; i < n; i += 16) {
-        low = vminq_s8(low, vldrbq_z_s8(filter + i, vctp8q((uint32_t)(n - i))));
+    const int8_t *f = filter;
+#if KILN_DW_ASM
+    __asm__ volatile("wls lr, %[n], 2f\n"
+                     "1:\n\t"
+                     "vldrb.8 q0, [%[f]], #16\n\t"
+                     "vmin.s8 %q[low], %q[low], q0\n\t"
+                     "le lr, 1b\n"
+                     "2:\n"
+                     : [low] "+w"(low), [f] "+r"(f)
+                     : [n] "r"(n / 16), "m"(*(const int8_t(*)[])filter)
+                     : "lr", "q0");
+#else
+    for (int32_t i = 0; i < n / 16; ++i, f += 16) {
+        low = vminq_s8(low, vldrbq_s8(f));
+    }
+#endif
+    if (n % 16 != 0) {
+        low = vminq_s8(low, vldrbq_z_s8(f, vctp8q((uint32_t)(n % 16))));
     }
     return vminvq_s8(INT8_MAX, low) > INT8_MIN;
 }
