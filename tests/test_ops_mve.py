@@ -94,10 +94,10 @@ def test_mve_filter_and_quant_layouts():
     blocks = quant4_blocks(np.array([7, 8, 9]), np.array([1 << 30, 5, 6]),
                            np.array([-3, 2, 0]))
     assert blocks.tolist() == [[7, 8, 9, 0, 1 << 30, 5, 6, 0, 0, 2, 0, 0, -3, 0, 0, 0]]
-    assert dw_lanes(18)[:16] == [0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15]
-    assert dw_lanes(18)[16:20] == [16, 20, 24, 28]
+    assert dw_lanes(18)[:8] == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert dw_lanes(18)[16:24] == [16, 18, 20, 22, 17, 19, 21, 23]
     dw = quant4_blocks(np.arange(10), np.full(10, 1 << 30), np.full(10, -1), dw_lanes(10))
-    assert dw[:, :4].tolist() == [[0, 4, 8, 0], [2, 6, 0, 0], [1, 5, 9, 0], [3, 7, 0, 0]]
+    assert dw[:, :4].tolist() == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 0, 0, 0], [9, 0, 0, 0]]
 
 
 def _sizes_main(shapes: list[LayerShape]) -> str:
@@ -139,7 +139,7 @@ def test_scratch_sizes_match_the_c(tmp_path: Path):
              for w in ("rows", "im2col")] +
             [dwconv2d_variant(LayerShape(input=s.input, filter=(1, *s.filter[1:3], s.input[3]),
                                          output=s.output, padding=s.padding), MVE,
-                              {"variant": "mve", "ch_block": 16}).scratch] for s in shapes]
+                              {"variant": "mve", "ch_block": 8}).scratch] for s in shapes]
     assert got == want
     assert got[0][:2] == [0, 0] and got[3][0] == got[4][0] == 0      # read in place
     assert got[2][0] == 48          # SAME: the last row and column of windows cross the edge
@@ -277,7 +277,18 @@ def _mve_cases() -> list:
     cases += [dwconv_case(rng, n, cin=12, mult=1, kh=5, kw=5, padding="SAME", dh=2, dw=2),
               dwconv_case(rng, n + 1, cin=10, mult=1, kh=3, kw=3, sh=2, sw=2, padding="VALID"),
               dwconv_case(rng, n + 2, cin=5, mult=1, kh=1, kw=4, n=2)]
-    for cin in (13, 32):                    # a -128 filter value: no int16 tap pairs
+    n = len(cases)
+    # the asm paths: eight channels at stride 1 two pixels a pass (odd widths end on one
+    # pixel), sixteen channels a pass plus eight plus a predicated tail, even and odd tap
+    # counts, dilation, stride 2 along the height only
+    for i, (cin, kh, kw, sh, dil, pad, w, act) in enumerate([
+            (8, 3, 3, 1, 1, "SAME", 9, "RELU6"), (8, 3, 3, 2, 1, "VALID", 10, "NONE"),
+            (8, 2, 2, 1, 1, "SAME", 7, "RELU"), (8, 3, 3, 1, 2, "SAME", 11, "NONE"),
+            (24, 3, 3, 1, 1, "SAME", 6, "RELU6"), (20, 3, 3, 1, 1, "SAME", 5, "NONE"),
+            (40, 2, 2, 1, 1, "VALID", 5, "RELU"), (16, 1, 5, 1, 2, "SAME", 12, "NONE")]):
+        cases.append(dwconv_case(rng, n + i, cin=cin, mult=1, kh=kh, kw=kw, sh=sh, sw=1,
+                                 dh=dil, dw=dil, padding=pad, w=w, h=6, act=act))
+    for cin in (8, 13, 32):                 # a -128 filter value: no int16 tap pairs
         case = dwconv_case(rng, len(cases), cin=cin, mult=1, kh=3, kw=3, padding="SAME")
         case.inputs[1].data.reshape(-1)[::5] = -128
         cases.append(case)
@@ -370,10 +381,10 @@ def test_mlperf_mve_half_of_dsp_on_qemu(tmp_path: Path, model: str):
     ratio = r.instructions / base.instructions
     print(f"{model}: MVE {r.instructions:,} vs DSP {base.instructions:,} instructions "
           f"({ratio:.3f}x)")
-    # Issue 17's goal is 0.5 (KWS 0.45, IC 0.35, AD 0.22). VWW measured 0.51-0.52 since its
-    # DSP depthwise runs in pixel pairs (dwconv_3x3_px2.c) and the Helium depthwise has no
-    # such twin yet: held at 0.55 so a regression still fails, the gap stated in the README.
-    assert ratio <= (0.55 if model == "vww_96_int8" else 0.5)
+    # Issue 17's goal is 0.5: KWS 0.434, VWW 0.451, IC 0.35, AD 0.22 measured. The DSP side's
+    # depthwise is being made faster (2.5 instructions a MAC would put VWW near 0.49), so
+    # the bound stays the goal rather than today's figures.
+    assert ratio <= 0.5
 
 
 @pytest.mark.cross

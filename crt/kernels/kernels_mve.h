@@ -86,15 +86,15 @@ int32_t kiln_conv2d_mve_im2col_s8_get_buffer_size(const kiln_conv_params_t *para
                                                   const kiln_dims_t *output_dims);
 
 /* DEPTHWISE_CONV_2D with depth multiplier 1, any filter size, stride,
- * dilation and padding: sixteen channels a pass, int8 input times int8
- * filter into int16 lanes (VMULLB/VMULLT.S8, the even and the odd channels),
- * two taps' products added in int16 where no filter value is -128, widened
- * into int32 sums (VMOVLB/VMOVLT).
+ * dilation and padding: sixteen channels a pass (eight channels of two
+ * neighbouring pixels where C = 8 at stride 1), int8 input and filter loaded
+ * into int16 lanes (VLDRB.S16) and multiplied (VMUL.I16), two taps' products
+ * added in int16 where no filter value is -128, widened into int32 sums
+ * (VMOVLB/VMOVLT.S16); outputs stored by byte scatters (VSTRB.32).
  *   filter  the model's 1HWC int8 filter, unchanged
- *   quant   per block of 16 channels four blocks, lanes (c0, c4, c8, c12),
- *           (c2, c6, c10, c14), (c1, c5, c9, c13), (c3, c7, c11, c15); bias
- *           folded: model bias + input_offset * sum of the channel's taps
- *           (padding reads as the zero point)
+ *   quant   per block of 8 channels two blocks, lanes (c0, c2, c4, c6),
+ *           (c1, c3, c5, c7); bias folded: model bias + input_offset * sum
+ *           of the channel's taps (padding reads as the zero point)
  *   ctx     >= kiln_dwconv2d_mve_s8_get_buffer_size(), 4-byte aligned: a
  *           pointer and an offset per tap, then one pixel of zero points */
 kiln_status_t kiln_dwconv2d_mve_s8(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,

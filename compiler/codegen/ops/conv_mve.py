@@ -54,7 +54,7 @@ def mve_candidates(op: str, shape) -> list[dict]:
         order = ("rows", "im2col") if rows_cost <= compact_cost else ("im2col", "rows")
         return [{"variant": "mve", "oc_block": 4, "window": w} for w in order]
     if op == "DEPTHWISE_CONV_2D" and shape.depth_multiplier == 1:
-        return [{"variant": "mve", "ch_block": 16}]
+        return [{"variant": "mve", "ch_block": 8}]
     if op == "FULLY_CONNECTED":
         return [{"variant": "mve", "row_block": 4}]
     return []
@@ -108,15 +108,15 @@ def quant4_blocks(bias: np.ndarray, mult: np.ndarray, shift: np.ndarray,
     return blocks.astype(np.int32)
 
 
-# kiln_dwconv2d_mve_s8's lanes per 16 channels: VMULLB / VMULLT.S8 split the even and odd
-# channels into int16 lanes, VMOVLB / VMOVLT each of those into two int32 vectors.
-_DW_LANES = (0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15)
+# kiln_dwconv2d_mve_s8's lanes per 8 channels: VMOVLB / VMOVLT.S16 split the int16 products
+# of eight channels into the even and the odd ones' int32 sums.
+_DW_LANES = (0, 2, 4, 6, 1, 3, 5, 7)
 
 
 def dw_lanes(channels: int) -> list[int]:
-    """kiln_dwconv2d_mve_s8's lane order: per block of 16 channels (c0, c4, c8, c12),
-    (c2, c6, c10, c14), (c1, c5, c9, c13), (c3, c7, c11, c15)."""
-    return [b + i for b in range(0, channels, 16) for i in _DW_LANES]
+    """kiln_dwconv2d_mve_s8's lane order: per block of 8 channels (c0, c2, c4, c6),
+    (c1, c3, c5, c7)."""
+    return [b + i for b in range(0, channels, 8) for i in _DW_LANES]
 
 
 def _quant_c(ctx: LowerCtx, blocks: np.ndarray, what: str) -> str:
@@ -167,7 +167,7 @@ def dwconv2d_mve_body(ctx: LowerCtx, params_c: str, mult: np.ndarray, shift: np.
     bias = np.zeros(out_c, np.int64) if b is None else b.data.reshape(-1).astype(np.int64)
     folded = bias - qparams(x)[1] * taps.sum(axis=0)
     blocks = quant4_blocks(folded, mult, shift, dw_lanes(out_c))
-    lines = [params_c, _quant_c(ctx, blocks, "per 16 channels c0 c4 c8 c12, c2.., c1.., c3.."),
+    lines = [params_c, _quant_c(ctx, blocks, "per 8 channels c0 c2 c4 c6, c1 c3 c5 c7"),
              f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
              f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
              f"static const kiln_dims_t output_dims = {c_dims(y.shape)};"]
