@@ -150,7 +150,9 @@ def gemm_tail_cases(seed: int) -> list[Case]:
             (4, 7, 3, 7, 1, 1, "SAME"), (5, 4, 3, 5, 3, 2, "VALID"), (6, 1, 5, 9, 7, 2, "SAME"),
             (7, 8, 1, 3, 5, 1, "VALID"), (9, 2, 3, 6, 6, 2, "SAME"), (12, 16, 3, 5, 5, 1, "SAME"),
             (13, 12, 1, 4, 4, 2, "VALID"), (15, 3, 3, 1, 1, 1, "SAME"),
-            (10, 10, 4, 10, 9, 1, "SAME")]):
+            (10, 10, 4, 10, 9, 1, "SAME"),
+            # depth 5 and 7 groups of four (oc4's loop entered part-way, 8 groups a trip)
+            (9, 20, 1, 3, 3, 1, "VALID"), (6, 28, 1, 2, 3, 1, "VALID")]):
         cases.append(conv_case(rng, 100 + i, cin=cin, cout=cout, kh=k, kw=k, sh=stride,
                                sw=stride, dh=1, dw=1, padding=padding, h=h, w=w, groups=1,
                                n=1 + i % 2))
@@ -530,7 +532,10 @@ int main(void)
     static int32_t words[64];
     static int8_t buf[256];
     static const int32_t bias[8] = {0};
-    static const kiln_requant_fast_t q[8] = {{1 << 30, 1, 1}};
+    /* Every channel valid (right_shift in [1, 30], conv.h): oc4 derives its shift from it. */
+    static const kiln_requant_fast_t q[8] = {{1 << 30, 1, 1}, {1 << 30, 1, 1}, {1 << 30, 1, 1},
+                                             {1 << 30, 1, 1}, {1 << 30, 1, 1}, {1 << 30, 1, 1},
+                                             {1 << 30, 1, 1}, {1 << 30, 1, 1}};
     const kiln_conv_params_t p = {{1, 1}, {0, 0}, {1, 1}, 0, 0, {-128, 127}};
     const kiln_dwconv_params_t dp = {p, 1};
     const kiln_fc_params_t fp = {0, 0, 0, {-128, 127}};
