@@ -77,3 +77,23 @@ def test_either_input_shifted_matches_tflm():
                                   {"fused_activation_function": "RELU" if big == 1 else "NONE"}))
     art = run_cases(cases, rng)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_add_lut_s8", "kiln_add_lut_same_s8"}
+
+
+def test_table_variant_output_shift_range():
+    """The table variant requantizes as kiln_requantize_fast (output shift <= -2): an
+    output multiplier at its ends (shift -2, and -31) stays on it, exact with TFLM; one
+    of shift -1 (an output scale below 2^-18 of the common scale) takes kiln_add_s8."""
+    rng = np.random.default_rng(23)
+    s1, s2 = 0.05, 0.011
+    twice = 2.0 * max(s1, s2)
+    cases = []
+    for real in (0.2, 0.3, 2.0 ** -31.5, 2.0 ** -25):
+        so = float(np.float32(twice / ((1 << 20) * real)))
+        z1, z2, zo = (int(z) for z in rng.integers(-128, 128, 3))
+        cases.append(Case("ADD", TensorSpec((1, 32, 32, 2), scale=s1, zero_point=z1),
+                          TensorSpec((1, 32, 32, 2), scale=s2, zero_point=z2),
+                          TensorSpec((1, 32, 32, 2), scale=so, zero_point=zo),
+                          {"fused_activation_function": "NONE"}))
+    art = run_cases(cases, rng)
+    assert [o["kernel"] for o in art.report["ops"]] == [
+        "kiln_add_lut_same_s8", "kiln_add_s8", "kiln_add_lut_same_s8", "kiln_add_lut_same_s8"]

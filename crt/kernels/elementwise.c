@@ -191,7 +191,7 @@ static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_
                                     int8_t *out, int32_t len, int32_t sign)
 {
     const int32_t multiplier = p->output.multiplier;
-    const int32_t shift = p->output.shift;
+    const int32_t s1 = -p->output.shift - 2;       /* >= 0: add_lut_params_valid */
     const int32_t offset = p->output_offset;
     const int32_t lo = p->activation.min;
     const int32_t hi = p->activation.max;
@@ -200,7 +200,14 @@ static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_
         const int32_t raw = table[*u] + (sign > 0 ? shifted : -shifted);
         u += u_step;
         v += v_step;
-        const int32_t y = requant_below_one(raw, multiplier, shift) + offset;
+        /* requant_below_one(raw, multiplier, shift) for shift <= -2 and a normalized
+         * multiplier, as kiln_requantize_fast (conv_dsp.h, which proves it equal for
+         * every int32 raw): the high word of raw * multiplier + (raw < 0 ? -2^30 : 2^30),
+         * one SMLAL, then ((hi >> s1) + 1) >> 1 rounds as TFLite (kiln_output_packed). */
+        const uint64_t round = ((uint64_t)(uint32_t)(raw >> 31) << 32) |
+                               (((uint32_t)raw & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
+        const int64_t product = (int64_t)raw * multiplier + (int64_t)round;
+        const int32_t y = ((((int32_t)(product >> 32) >> s1) + 1) >> 1) + offset;
         *out = (int8_t)kiln_clamp(y, lo, hi);
     }
 }
@@ -241,7 +248,8 @@ static int add_lut_params_valid(const kiln_add_lut_params_t *params)
     return params != NULL && params->table != NULL &&
            (params->shifted_input == 1 || params->shifted_input == 2) &&
            (params->shifted_sign == 1 || params->shifted_sign == -1) &&
-           params->output.shift <= 0 && params->output.shift >= -31 &&
+           params->output.shift <= -2 && params->output.shift >= -31 &&
+           params->output.multiplier >= (INT32_C(1) << 30) &&
            params->activation.min <= params->activation.max;
 }
 
