@@ -77,3 +77,65 @@ def test_either_input_shifted_matches_tflm():
                                   {"fused_activation_function": "RELU" if big == 1 else "NONE"}))
     art = run_cases(cases, rng)
     assert {o["kernel"] for o in art.report["ops"]} == {"kiln_add_lut_s8", "kiln_add_lut_same_s8"}
+
+
+def test_table_variant_output_shift_range():
+    """The table variant requantizes as kiln_requantize_fast (output shift <= -2): an
+    output multiplier at its ends (shift -2, and -31) stays on it, exact with TFLM; one
+    of shift -1 (an output scale below 2^-18 of the common scale) takes kiln_add_s8."""
+    rng = np.random.default_rng(23)
+    s1, s2 = 0.05, 0.011
+    twice = 2.0 * max(s1, s2)
+    cases = []
+    for real in (0.2, 0.3, 2.0 ** -31.5, 2.0 ** -25):
+        so = float(np.float32(twice / ((1 << 20) * real)))
+        z1, z2, zo = (int(z) for z in rng.integers(-128, 128, 3))
+        cases.append(Case("ADD", TensorSpec((1, 32, 32, 2), scale=s1, zero_point=z1),
+                          TensorSpec((1, 32, 32, 2), scale=s2, zero_point=z2),
+                          TensorSpec((1, 32, 32, 2), scale=so, zero_point=zo),
+                          {"fused_activation_function": "NONE"}))
+    art = run_cases(cases, rng)
+    assert [o["kernel"] for o in art.report["ops"]] == [
+        "kiln_add_lut_same_s8", "kiln_add_s8", "kiln_add_lut_same_s8", "kiln_add_lut_same_s8"]
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_table_variant_on_qemu(tmp_path):
+    """The table variant's Cortex-M4 loops (a full-range ADD halves and clamps in one SSAT)
+    against tflite-micro: ADD full range (no activation, and RELU at zero point -128),
+    ADD with a clamp, SUB, a broadcast row, output shifts near both ends."""
+    import kiln.compiler as kc
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+    from reference import assert_equal_exact, run_reference
+    from tflite_builder import OpSpec, build_model, rand_int8
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    rng = np.random.default_rng(29)
+    twice = 2.0 * 0.05
+    specs = [("ADD", (1, 32, 32, 4), 0.07, -128, "RELU"), ("ADD", (1, 32, 32, 4), 0.03, 5, "NONE"),
+             ("ADD", (1, 32, 32, 4), 0.05, 3, "RELU6"), ("SUB", (1, 32, 32, 4), 0.06, -7, "NONE"),
+             ("ADD", (1, 1, 1, 4), 0.08, 11, "NONE"),
+             ("ADD", (1, 32, 32, 4), float(np.float32(twice / ((1 << 20) * 0.2))), 0, "NONE"),
+             ("ADD", (1, 32, 32, 4), float(np.float32(twice / ((1 << 20) * 2.0 ** -22))), 1,
+              "NONE")]
+    tensors, ops, inputs = [], [], []
+    for i, (op, b_shape, so, zo, act) in enumerate(specs):
+        z1, z2 = (int(z) for z in rng.integers(-128, 128, 2))
+        base = len(tensors)
+        tensors += [TensorSpec((1, 32, 32, 4), scale=0.05, zero_point=z1),
+                    TensorSpec(b_shape, scale=0.011, zero_point=z2),
+                    TensorSpec((1, 32, 32, 4), scale=so, zero_point=zo)]
+        ops.append(OpSpec(op, [base, base + 1], [base + 2], {"fused_activation_function": act}))
+        inputs += [base, base + 1]
+    model = build_model(ops, tensors, inputs, [3 * i + 2 for i in range(len(specs))])
+    xs = [rand_int8(tensors[i].shape, rng) for i in inputs]
+    want = run_reference(model, xs)
+    art = kc.compile(kc.load(model), board="mps2-an386")
+    kernels = [o["kernel"] for o in art.report["ops"]]
+    assert kernels.count("kiln_add_lut_same_s8") == 6 and "kiln_add_lut_s8" in kernels
+    got = create_project(art, board="mps2-an386", out_dir=tmp_path / "p", inputs=xs).run(
+        timeout=120).outputs
+    for (op, *_), g, w in zip(specs, got, want):
+        assert_equal_exact(g, w, f"{op} on QEMU")

@@ -153,7 +153,9 @@ def gemm_tail_cases(seed: int) -> list[Case]:
             (4, 7, 3, 7, 1, 1, "SAME"), (5, 4, 3, 5, 3, 2, "VALID"), (6, 1, 5, 9, 7, 2, "SAME"),
             (7, 8, 1, 3, 5, 1, "VALID"), (9, 2, 3, 6, 6, 2, "SAME"), (12, 16, 3, 5, 5, 1, "SAME"),
             (13, 12, 1, 4, 4, 2, "VALID"), (15, 3, 3, 1, 1, 1, "SAME"),
-            (10, 10, 4, 10, 9, 1, "SAME")]):
+            (10, 10, 4, 10, 9, 1, "SAME"),
+            # depth 5 and 7 groups of four (oc4's loop entered part-way, 8 groups a trip)
+            (9, 20, 1, 3, 3, 1, "VALID"), (6, 28, 1, 2, 3, 1, "VALID")]):
         cases.append(conv_case(rng, 100 + i, cin=cin, cout=cout, kh=k, kw=k, sh=stride,
                                sw=stride, dh=1, dw=1, padding=padding, h=h, w=w, groups=1,
                                n=1 + i % 2))
@@ -260,6 +262,26 @@ def live_big_scale_case(rng: np.random.Generator) -> Case:
     return c
 
 
+def extreme_shift_case(rng: np.random.Generator) -> Case:
+    """Per-channel effective scales at both ends kiln_requant_fast_t takes (shift -2, just
+    under 0.25, and -31, just over 2^-32) and between, on a 3x3 layer of whole-word
+    channels (the oc4 kernel's pair gather by rows): the int16-pair kernels derive their
+    shift from right_shift (s1 = 0 .. 29)."""
+    c = conv_case(rng, 2, cin=8, cout=8, kh=3, kw=3, sh=1, sw=1, dh=1, dw=1, padding="SAME",
+                  h=4, w=6, groups=1, per_channel=True, bias=True, act="NONE")
+    x, w, b = c.inputs
+    y_scale = c.output.scale
+    effective = [0.24, 0.126, 2.0 ** -31.8, 2.0 ** -30.5, 2.0 ** -16.3, 0.2, 2.0 ** -9, 0.13]
+    scales = [float(np.float32(e * y_scale / x.scale)) for e in effective]
+    c.inputs[1] = TensorSpec(w.shape, "int8", scale=scales, zero_point=w.zero_point,
+                             quantized_dimension=0, data=w.data)
+    b_scales = [float(np.float32(x.scale) * np.float32(s)) for s in scales]
+    c.inputs[2] = TensorSpec(b.shape, "int32", scale=b_scales, zero_point=[0] * len(scales),
+                             data=b.data)
+    c.label += " extreme shifts"
+    return c
+
+
 def _reference_model(cases: list[Case]) -> bytes:
     """TFLM's model of the cases: a DEPTHWISE_CONV_2D without bias gets an explicit zero
     bias, which means the same (TFLM crashes without one, see run_dwconv_cases)."""
@@ -283,7 +305,8 @@ def test_gemm_is_the_default_on_host():
 
 
 def test_every_conv2d_candidate_on_host():
-    kernels = run_every_candidate(gemm_cases(111, 24) + gemm_tail_cases(112), seed=15)
+    kernels = run_every_candidate(gemm_cases(111, 24) + gemm_tail_cases(112) +
+                                  [extreme_shift_case(np.random.default_rng(113))], seed=15)
     assert kernels >= {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_oc4_s8",
                        "kiln_conv2d_gemm_w8_s8", "kiln_conv2d_gemm_p8_s8",
                        "kiln_conv2d_1x1_s8", "kiln_conv2d_s8"}
@@ -551,7 +574,10 @@ int main(void)
     static int32_t words[64];
     static int8_t buf[256];
     static const int32_t bias[8] = {0};
-    static const kiln_requant_fast_t q[8] = {{1 << 30, 1, 1}};
+    /* Every channel valid (right_shift in [1, 30], conv.h): oc4 derives its shift from it. */
+    static const kiln_requant_fast_t q[8] = {{1 << 30, 1, 1}, {1 << 30, 1, 1}, {1 << 30, 1, 1},
+                                             {1 << 30, 1, 1}, {1 << 30, 1, 1}, {1 << 30, 1, 1},
+                                             {1 << 30, 1, 1}, {1 << 30, 1, 1}};
     const kiln_conv_params_t p = {{1, 1}, {0, 0}, {1, 1}, 0, 0, {-128, 127}};
     const kiln_dwconv_params_t dp = {p, 1};
     const kiln_fc_params_t fp = {0, 0, 0, {-128, 127}};
@@ -680,7 +706,8 @@ def test_simd_layers_on_qemu(tmp_path):
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
     from kiln.project_gen import create_project
-    cases = (gemm_cases(601, 16) + gemm_tail_cases(606) + dw3x3_cases(602, 10) +
+    cases = (gemm_cases(601, 16) + gemm_tail_cases(606) +
+             [extreme_shift_case(np.random.default_rng(609))] + dw3x3_cases(602, 10) +
              dw_channels_cases(608) + fc_rows_cases(603, 12) + fc_tail_cases(607) +
              [dead_channel_case(np.random.default_rng(604))])
     model = _build(cases)

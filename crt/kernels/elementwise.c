@@ -188,11 +188,12 @@ kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
 static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_t *table,
                                     const int8_t *u, int32_t u_step,
                                     const int8_t *v, int32_t v_step,
-                                    int8_t *out, int32_t len, int32_t sign)
+                                    int8_t *out, int32_t len, int32_t sign, int full_range)
 {
     const int32_t multiplier = p->output.multiplier;
-    const int32_t shift = p->output.shift;
+    const int32_t s1 = -p->output.shift - 2;       /* >= 0: add_lut_params_valid */
     const int32_t offset = p->output_offset;
+    const int32_t offset2 = 2 * offset + 1;
     const int32_t lo = p->activation.min;
     const int32_t hi = p->activation.max;
     for (int8_t *const end = out + len; out != end; ++out) {
@@ -200,8 +201,29 @@ static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_
         const int32_t raw = table[*u] + (sign > 0 ? shifted : -shifted);
         u += u_step;
         v += v_step;
-        const int32_t y = requant_below_one(raw, multiplier, shift) + offset;
-        *out = (int8_t)kiln_clamp(y, lo, hi);
+        /* requant_below_one(raw, multiplier, shift) for shift <= -2 and a normalized
+         * multiplier, as kiln_requantize_fast (conv_dsp.h, which proves it equal for
+         * every int32 raw): the high word of raw * multiplier + (raw < 0 ? -2^30 : 2^30),
+         * one SMLAL, then ((hi >> s1) + 1) >> 1 rounds as TFLite (kiln_output_packed). */
+        const uint64_t round = ((uint64_t)(uint32_t)(raw >> 31) << 32) |
+                               (((uint32_t)raw & UINT32_C(0x80000000)) | UINT32_C(0x40000000));
+        const int64_t product = (int64_t)raw * multiplier + (int64_t)round;
+        const int32_t top = (int32_t)(product >> 32) >> s1;
+#if defined(__ARM_FEATURE_DSP)
+        if (full_range) {
+            /* floor((top + 1) / 2) + offset = floor((top + 2 * offset + 1) / 2), and the
+             * clamp to [-128, 127] is SSAT, which halves first (kiln_output_packed_hi);
+             * |top| < 2^30, so the sum fits. */
+            int32_t y;
+            __asm__("ssat %0, #8, %1, asr #1" : "=r"(y) : "r"(top + offset2));
+            *out = (int8_t)y;
+            continue;
+        }
+#else
+        (void)full_range;
+        (void)offset2;
+#endif
+        *out = (int8_t)kiln_clamp(((top + 1) >> 1) + offset, lo, hi);
     }
 }
 
@@ -214,9 +236,15 @@ static void add_lut_whole(const kiln_add_lut_params_t *p, const int8_t *a, const
     const int8_t *u = shifted_first ? b : a;
     const int8_t *v = shifted_first ? a : b;
     if (p->shifted_sign > 0) {
-        add_lut_elements(p, table, u, 1, v, 1, out, len, 1);
+#if defined(__ARM_FEATURE_DSP)
+        if (p->activation.min == -128 && p->activation.max == 127) {   /* ADD, no clamp */
+            add_lut_elements(p, table, u, 1, v, 1, out, len, 1, 1);
+            return;
+        }
+#endif
+        add_lut_elements(p, table, u, 1, v, 1, out, len, 1, 0);
     } else {
-        add_lut_elements(p, table, u, 1, v, 1, out, len, -1);
+        add_lut_elements(p, table, u, 1, v, 1, out, len, -1, 0);
     }
 }
 
@@ -233,7 +261,8 @@ static void add_lut_row(const void *params, const void *a_row, int32_t a_step,
     const int8_t *u = (const int8_t *)(shifted_first ? b_row : a_row);
     const int8_t *v = (const int8_t *)(shifted_first ? a_row : b_row);
     add_lut_elements(p, p->table + 128, u, shifted_first ? b_step : a_step, v,
-                     shifted_first ? a_step : b_step, (int8_t *)out_row, len, p->shifted_sign);
+                     shifted_first ? a_step : b_step, (int8_t *)out_row, len, p->shifted_sign,
+                     0);
 }
 
 static int add_lut_params_valid(const kiln_add_lut_params_t *params)
@@ -241,7 +270,8 @@ static int add_lut_params_valid(const kiln_add_lut_params_t *params)
     return params != NULL && params->table != NULL &&
            (params->shifted_input == 1 || params->shifted_input == 2) &&
            (params->shifted_sign == 1 || params->shifted_sign == -1) &&
-           params->output.shift <= 0 && params->output.shift >= -31 &&
+           params->output.shift <= -2 && params->output.shift >= -31 &&
+           params->output.multiplier >= (INT32_C(1) << 30) &&
            params->activation.min <= params->activation.max;
 }
 

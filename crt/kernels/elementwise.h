@@ -86,7 +86,7 @@ typedef struct {
     int32_t shifted_input;        /* 1 or 2: the input entering as sign * (x << 19) */
     int32_t shifted_sign;         /* 1, or -1 for SUB's input2 */
     int32_t output_offset;        /* output zero point, in [-128, 127] */
-    kiln_requant_t output;        /* shift in [-31, 0] */
+    kiln_requant_t output;        /* multiplier in [2^30, 2^31), shift in [-31, -2] */
     kiln_activation_t activation;
 } kiln_add_lut_params_t;
 

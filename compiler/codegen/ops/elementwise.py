@@ -265,6 +265,10 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     summary, dims = _dims_decls(ctx)
     act = ctx.op.options.get("fused_activation_function", "NONE")
     shifted = shifted_input(z1, r1, z2, r2) if out.dtype == "int8" else None
+    # The table variant requantizes its output as kiln_requantize_fast does, which needs
+    # an output shift <= -2 (an output scale at least 2^-18 of the common scale's).
+    if quantize_multiplier(ro)[1] > -2:
+        shifted = None
     same = a.size == b.size == out.size        # (broadcast shapes: then no broadcast)
     kernel = add_variant(ctx.op.type, out.size, out.dtype,
                          ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape),
