@@ -47,7 +47,8 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows_s8",
                                    "kiln_fully_connected_rows2_s8", "kiln_dwconv2d_ch4_s8",
                                    "kiln_dwconv2d_3x3_w8_s8"}
-SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "channels", "rows"}
+SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes", "channels",
+                 "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
