@@ -76,6 +76,7 @@ static inline uint32_t sxtab16_ror8(uint32_t off, uint32_t x)
  * ((W - 1) * stride_w + 3 + 1) / 2: whole words plus the word the last pixel's
  * SMLABT reads past an odd column count. */
 #define PLANE_RW 16
+#define PLANES_STATIC_ASSERT(c) ((void)sizeof(char[(c) ? 1 : -1]))
 
 static int32_t plane_rows(int32_t out_h, int32_t stride_h)
 {
@@ -225,17 +226,49 @@ PLANES_NAKED static void rows_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t
         "pop {r4-r11, pc}\n\t");
 }
 
-/* The planes' pairs of one input row: src (two pixels a time, C bytes apart), q
- * (plane 0's word; planes 1-3 pw, 2 pw, 3 pw bytes on), q_end, and
- * args = {C, pw, (input_offset, input_offset)}. 18 instructions per two pixels
- * of four channels. */
-PLANES_NAKED static void fill_pairs(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
-                                    PLANES_ARG const uint32_t *q_end,
-                                    PLANES_ARG const uint32_t *args)
+/* The image part of the planes of four channels, every image row the outputs read:
+ * src (the first such row), q (its plane 0 word holding column 0, or the word
+ * below when pad_w is odd), and args = {C, pw (bytes from a plane to the next),
+ * (input_offset, input_offset), bytes of an input row, flags (1: pad_w is odd,
+ * column 0 goes in a word's upper half; 2: a last column in a word's lower
+ * half), bytes of plane words the column pairs fill, rows}. 18 instructions per
+ * two pixels of four channels; a lone column's word has zeros in its other half
+ * (padding, or a column no output reads). */
+PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                   PLANES_ARG int32_t unused,
+                                   PLANES_ARG const uint32_t *args)
 {
     __asm__ volatile(
         "push {r4-r11, lr}\n\t"
+        "add r12, r3, #12\n\t"
+        "ldm r12, {r7-r10}\n\t"
         "ldm r3, {r4-r6}\n\t"               /* C, pw, offsets */
+        "push {r0, r1, r7-r10}\n\t"  /* [sp]: src, q, row bytes, flags, pair bytes, rows */
+        "3:\n\t"
+        "ldrd r0, r1, [sp]\n\t"
+        "ldr r3, [sp, #12]\n\t"
+        "tst r3, #1\n\t"
+        "beq 4f\n\t"
+        "ldr r7, [r0]\n\t"                  /* column 0 alone, in the upper halves */
+        "add r0, r0, r4\n\t"
+        "sxtab16 r9, r6, r7\n\t"
+        "sxtab16 r7, r6, r7, ror #8\n\t"
+        "lsl r11, r9, #16\n\t"
+        "lsr r12, r9, #16\n\t"
+        "lsl r12, r12, #16\n\t"
+        "lsl lr, r7, #16\n\t"
+        "lsr r3, r7, #16\n\t"
+        "lsl r3, r3, #16\n\t"
+        "add r10, r1, r5\n\t"
+        "str r12, [r1, r5, lsl #1]\n\t"
+        "str lr, [r10]\n\t"
+        "str r3, [r10, r5, lsl #1]\n\t"
+        "str r11, [r1], #4\n\t"
+        "4:\n\t"
+        "ldr r2, [sp, #16]\n\t"
+        "add r2, r2, r1\n\t"
+        "cmp r1, r2\n\t"
+        "beq 5f\n\t"
         "1:\n\t"
         "ldr r7, [r0]\n\t"
         "ldr r8, [r0, r4]\n\t"
@@ -255,6 +288,33 @@ PLANES_NAKED static void fill_pairs(PLANES_ARG const int8_t *src, PLANES_ARG uin
         "str r11, [r1], #4\n\t"
         "cmp r1, r2\n\t"
         "bne 1b\n\t"
+        "5:\n\t"
+        "ldr r3, [sp, #12]\n\t"
+        "tst r3, #2\n\t"
+        "beq 6f\n\t"
+        "ldr r7, [r0]\n\t"                  /* a last column alone, lower halves */
+        "sxtab16 r9, r6, r7\n\t"
+        "sxtab16 r7, r6, r7, ror #8\n\t"
+        "uxth r11, r9\n\t"
+        "lsr r12, r9, #16\n\t"
+        "uxth lr, r7\n\t"
+        "lsr r3, r7, #16\n\t"
+        "add r10, r1, r5\n\t"
+        "str r12, [r1, r5, lsl #1]\n\t"
+        "str lr, [r10]\n\t"
+        "str r3, [r10, r5, lsl #1]\n\t"
+        "str r11, [r1]\n\t"
+        "6:\n\t"
+        "ldrd r0, r1, [sp]\n\t"             /* the next row */
+        "ldr r2, [sp, #8]\n\t"
+        "add r0, r0, r2\n\t"
+        "add r1, r1, #64\n\t"
+        "strd r0, r1, [sp]\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "subs r3, r3, #1\n\t"
+        "str r3, [sp, #20]\n\t"
+        "bne 3b\n\t"
+        "add sp, sp, #24\n\t"
         "pop {r4-r11, pc}\n\t");
 }
 
@@ -289,6 +349,24 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
         return;
     }
     const size_t pw = (size_t)plane_words;
+#if defined(PLANES_ASM)
+    if (n == 4) {
+        /* The plane rows of image rows: [pad_h, min(rows, in_h + pad_h)). */
+        const int32_t py_end = rows < in_h + pad_h ? rows : in_h + pad_h;
+        if (py_end <= pad_h) {
+            return;
+        }
+        const int32_t odd = pad_w & 1;
+        const int32_t pairs = (ix_end - odd) / 2;
+        const int32_t trail = (ix_end - odd) & 1;
+        PLANES_STATIC_ASSERT(PLANE_RW == 16);       /* the 64-byte row step in fill_rows */
+        const uint32_t args[7] = {
+            (uint32_t)in_c, (uint32_t)(4 * pw), off2, (uint32_t)in_w * (uint32_t)in_c,
+            (uint32_t)(odd | trail << 1), 4u * (uint32_t)pairs, (uint32_t)(py_end - pad_h)};
+        fill_rows(image, planes + (size_t)pad_h * (size_t)rw + (size_t)(pad_w / 2), 0, args);
+        return;
+    }
+#endif
     for (int32_t py = 0; py < rows; ++py) {
         const int32_t iy = py - pad_h;
         if (iy < 0 || iy >= in_h) {
@@ -298,8 +376,9 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
         uint32_t *q = planes + (size_t)py * (size_t)rw + (size_t)(pad_w / 2);
         int32_t ix = 0;
         if (pad_w & 1) {        /* column 0 in a word's upper half, padding below */
-            const uint32_t e = sxtab16(off2, load_px(src, n));
-            const uint32_t o = sxtab16_ror8(off2, load_px(src, n));
+            const uint32_t x = load_px(src, n);
+            const uint32_t e = sxtab16(off2, x);
+            const uint32_t o = sxtab16_ror8(off2, x);
             q[0] = e << 16;
             q[pw] = o << 16;
             q[2 * pw] = e & 0xFFFF0000u;
@@ -308,15 +387,6 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
             ix = 1;
         }
         const size_t step = (size_t)in_c;
-#if defined(PLANES_ASM)
-        const int32_t pairs = (ix_end - ix) / 2;
-        if (n == 4 && pairs > 0) {
-            const uint32_t args[3] = {(uint32_t)in_c, (uint32_t)(4 * pw), off2};
-            fill_pairs(src + (size_t)ix * step, q, q + pairs, args);
-            q += pairs;
-            ix += 2 * pairs;
-        }
-#endif
         for (; ix + 1 < ix_end; ix += 2, ++q) {
             const int8_t *s = src + (size_t)ix * step;
             const uint32_t xa = load_px(s, n);
