@@ -244,9 +244,11 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # spend their time on edge pixels and per-block set-up (on QEMU
                 # mps2-an386 0.74-0.84x their instructions on VWW's 12x12 stride-2 and
                 # 6x6 layers), but not on rows under six pixels, where its own set-up
-                # per channel dominates (1.4x on VWW's 3x3 maps).
+                # per channel dominates (1.4x on VWW's 3x3 maps). With C % 4 != 0 the
+                # pixel pairs keep stride 1 (the planes fill a last block in C; unmeasured).
                 small = max(shape.output[1], shape.output[2]) < _DW_PX2_MIN_WIDTH
-                lead = (shape.stride[1] == 2 or small) and shape.output[2] >= 6
+                lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
+                        and shape.output[2] >= 6)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
@@ -276,8 +278,9 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         return blocked + plain
     if target.cpu == "cortex-m3":
         # The plain-C 3x3 kernel leads where it would lead the blocked kernels but for
-        # the pixel-pair ones (measured on the M4; their plain-C twins are untimed here).
-        older = [k for k in blocked if not k["variant"].startswith("3x3_px2")]
+        # the pixel-pair and plane ones (measured on the M4; their plain-C twins are
+        # untimed here).
+        older = [k for k in blocked if not k["variant"].startswith(("3x3_px2", "3x3_planes"))]
         if older and older[0]["variant"] == "3x3":
             return older[:1] + plain + [k for k in blocked if k is not older[0]]
     return plain + blocked
