@@ -50,7 +50,8 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows8_p8_pt_s8",      # per-tensor
                                    "kiln_fully_connected_rows8_pt_s8",
                                    "kiln_fully_connected_rows6_pt_s8"}
-SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "channels", "rows"}
+SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes", "channels",
+                 "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
@@ -315,26 +316,29 @@ def test_every_conv2d_candidate_on_host():
 def test_dwconv_3x3_on_host():
     art = run_dwconv_cases(dw3x3_cases(202, 40), seed=12, board=BOARD)
     kernels = _kernels(art)      # a few random output scales give shifts >= -1: plain kernel
-    threes = kernels.count("kiln_dwconv2d_3x3_s8") + kernels.count("kiln_dwconv2d_3x3_w8_s8")
+    # (any 3x3 kernel: the channel planes lead on stride 2 and small maps)
+    threes = sum(k.startswith("kiln_dwconv2d_3x3_") for k in kernels)
     assert threes >= 0.8 * len(kernels), kernels
 
 
 def test_dwconv_channels_is_the_default_off_3x3_on_host():
-    """Every layer of dw_channels_cases but the 3x3 ones with C % 4 == 0 (those take
-    kiln_dwconv2d_3x3_s8) and C < 4 (the plain kernel) runs kiln_dwconv2d_ch4_s8 unless a
-    random scale gives a shift >= -1."""
+    """Every layer of dw_channels_cases but the 3x3 ones with C % 4 == 0 (those take a 3x3
+    kernel) and C < 4 (the plain kernel) runs kiln_dwconv2d_ch4_s8 unless a random scale
+    gives a shift >= -1; a 3x3 one with C % 4 != 0 may take the pixel pairs or the
+    channel planes (any C)."""
     cases = dw_channels_cases(222)
     art = run_dwconv_cases(cases, seed=19, board=BOARD)
     want = []
     for c in cases:
         _, kh, kw, ch = c.inputs[1].shape
         dilated = c.options["dilation_h_factor"] > 1
-        want.append("kiln_dwconv2d_3x3_s8" if kh == kw == 3 and ch % 4 == 0 and not dilated
-                    else "kiln_dwconv2d_ch4_s8" if ch >= 4 else "kiln_dwconv2d_s8")
-    # Either 3x3 kernel (the int8-filter one leads on layers of mostly interior pixels).
-    got = [k.replace("_3x3_w8_", "_3x3_") for k in _kernels(art)]
-    assert sum(g == w for g, w in zip(got, want)) >= 0.8 * len(cases), list(zip(got, want))
-    assert {g for g, w in zip(got, want) if g != w} <= {"kiln_dwconv2d_s8"}, got
+        other = "kiln_dwconv2d_ch4_s8" if ch >= 4 else "kiln_dwconv2d_s8"
+        want.append({"3x3"} if kh == kw == 3 and ch % 4 == 0 and not dilated
+                    else {"3x3", other} if kh == kw == 3 and not dilated else {other})
+    # Any 3x3 kernel (the int8-filter one leads on layers of mostly interior pixels).
+    got = ["3x3" if k.startswith("kiln_dwconv2d_3x3_") else k for k in _kernels(art)]
+    assert sum(g in w for g, w in zip(got, want)) >= 0.8 * len(cases), list(zip(got, want))
+    assert {g for g, w in zip(got, want) if g not in w} <= {"kiln_dwconv2d_s8"}, got
 
 
 def test_every_dwconv_candidate_on_host():
@@ -442,13 +446,15 @@ def test_variant_choice_follows_the_target():
                       requant_fast=False)
     assert conv2d_variant(slow, DSP).kernel == "kiln_conv2d_s8"
     dw = LayerShape(input=(1, 8, 8, 12), filter=(1, 3, 3, 12), output=(1, 8, 8, 12))
-    assert dwconv2d_variant(dw, DSP).kernel == "kiln_dwconv2d_3x3_s8"
-    assert dwconv2d_variant(dw, DSP).scratch == 12
-    # The 3x3 kernels first (the fastest on a 3x3; the int8-filter one leads when nearly
-    # every output pixel is an interior one; the pixel-pair ones lead on rows of 12 or
-    # more, or tall maps: tests/test_dwconv_px2.py), then the channels kernel, the plain one.
+    assert dwconv2d_variant(dw, DSP).kernel == "kiln_dwconv2d_3x3_planes_s8"
+    assert dwconv2d_variant(dw, DSP).scratch == 4 * 4 * 16 * 10
+    # The 3x3 kernels first (the fastest on a 3x3; the channel planes lead on maps under
+    # 12x12, tests/test_dwconv_planes.py; the int8-filter one leads when nearly every
+    # output pixel is an interior one; the pixel-pair ones lead on rows of 12 or more, or
+    # tall maps: tests/test_dwconv_px2.py), then the channels kernel, the plain one.
     assert [(dwconv2d_variant(dw, DSP, k).kernel, dwconv2d_variant(dw, DSP, k).scratch)
             for k in candidates("DEPTHWISE_CONV_2D", dw, DSP)] == [
+        ("kiln_dwconv2d_3x3_planes_s8", 2560),
         ("kiln_dwconv2d_3x3_s8", 12), ("kiln_dwconv2d_3x3_w8_s8", 12),
         ("kiln_dwconv2d_3x3_px2_s8", 120), ("kiln_dwconv2d_3x3_px2v_s8", 120),
         ("kiln_dwconv2d_ch4_s8", 12), ("kiln_dwconv2d_s8", 0)]
@@ -649,7 +655,7 @@ def test_requant_fast_sizes_and_argument_checks_in_c(tmp_path: Path):
         conv2d_variant(shapes[1], DSP, k).scratch for k in gemm]
     dw = LayerShape(input=(1, 9, 9, 16), filter=(1, 3, 3, 16), output=(1, 9, 9, 16))
     fc = LayerShape(input=(1, 1, 1, 30), filter=(10, 1, 1, 30), output=(1, 1, 1, 10))
-    assert sizes[4] == dwconv2d_variant(dw, DSP).scratch
+    assert sizes[4] == dwconv2d_variant(dw, DSP, {"variant": "3x3", "ch_block": 4}).scratch
     assert sizes[5:8] == [fully_connected_variant(fc, DSP, {"variant": "rows", "row_block": b})
                           .scratch for b in (4, 2, 8)]
     dw5 = LayerShape(input=(1, 7, 7, 6), filter=(1, 5, 5, 6), output=(1, 7, 7, 6))

@@ -117,8 +117,10 @@ def test_candidates_of_the_blocked_depthwise_variants():
     # pairs (tests/test_dwconv_px2.py).
     assert [k["variant"] for k in candidates("DEPTHWISE_CONV_2D", big, DSP)] == [
         "3x3_px2"] * 4 + ["3x3_w8", "3x3"] + ["3x3_px2v"] * 4 + ["channels", "generic"]
+    # (KWS's rows of five also fit the channel planes, behind the others: rows under six
+    # pixels; tests/test_dwconv_planes.py.)
     assert [k["variant"] for k in candidates("DEPTHWISE_CONV_2D", kws, DSP)] == [
-        "3x3_px2v"] * 4 + ["3x3", "3x3_w8", "3x3_px2", "channels", "generic"]
+        "3x3_px2v"] * 4 + ["3x3", "3x3_w8", "3x3_px2", "3x3_planes", "channels", "generic"]
     v = dwconv2d_variant(big, DSP, {"variant": "3x3_w8"})
     assert (v.kernel, v.scratch) == (W8, 8)
     tiny = LayerShape(input=(1, 2, 2, 4), filter=(1, 3, 3, 4), output=(1, 2, 2, 4),

@@ -366,6 +366,25 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
+/* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, horizontal
+ * stride 1 or 2 (any vertical stride), any padding, any number of channels,
+ * a channel at a time over an int16 plane of it (dwconv_3x3_planes.c): for
+ * small maps and stride 2. Arguments as kiln_dwconv2d_3x3_w8_s8;
+ *   ctx     >= kiln_dwconv2d_3x3_planes_s8_get_buffer_size(), word aligned:
+ *           four planes of the input rows and columns the outputs read */
+kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int8_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* Its scratch: 16 * ((H - 1) * stride_h + 3) * (((W - 1) * stride_w + 4) / 2) bytes,
+ * H x W the output; 0 if stride_w is not 1 or 2. */
+int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *params,
+                                                    const kiln_dims_t *output_dims);
+
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added
  *           (w + filter_offset): per block of four rows, per group,

@@ -166,6 +166,9 @@ _DW_PX2_MIN_WIDTH = 12         # output rows from this wide lead with it (candid
 # whole row.
 _DW_PX2_TILES = (8, 16, 24)
 _DW_PX2_TILE = 24
+# Words a row of kiln_dwconv2d_3x3_planes_s8's planes (fixed: its loops address the
+# three filter rows by immediate offsets): output rows up to 15 pixels at stride 2.
+_DW_PLANES_ROW_WORDS = 16
 # A depthwise layer with one input channel as a CONV_2D gemm, by (oc_block, weights).
 _DW_GEMM_KNOBS = ((4, "s16"), (2, "s16"), (2, "s8"))
 
@@ -245,6 +248,18 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # share) leads with it, and its banded twin runs the layer in one call.
                 tall = shape.output[2] < _DW_PX2_MIN_WIDTH <= shape.output[1]
                 blocked[0 if tall else len(blocked):0] = _dw_px2_knobs(shape, "3x3_px2v")
+            if kh == kw == 3 and shape.dilation == (1, 1) and _dw_planes_scratch(shape):
+                # A channel at a time over int16 planes (dwconv_3x3_planes.c), any C:
+                # leads on stride 2 and on maps under 12x12, where the kernels above
+                # spend their time on edge pixels and per-block set-up (on QEMU
+                # mps2-an386 0.74-0.84x their instructions on VWW's 12x12 stride-2 and
+                # 6x6 layers), but not on rows under six pixels, where its own set-up
+                # per channel dominates (1.4x on VWW's 3x3 maps). With C % 4 != 0 the
+                # pixel pairs keep stride 1 (the planes fill a last block in C; unmeasured).
+                small = max(shape.output[1], shape.output[2]) < _DW_PX2_MIN_WIDTH
+                lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
+                        and shape.output[2] >= 6)
+                blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
         # One input channel: output channel oc is a CONV_2D filter over that channel, so
@@ -278,8 +293,9 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         return blocked + plain
     if target.cpu == "cortex-m3":
         # The plain-C 3x3 kernel leads where it would lead the blocked kernels but for
-        # the pixel-pair ones (measured on the M4; their plain-C twins are untimed here).
-        older = [k for k in blocked if not k["variant"].startswith("3x3_px2")]
+        # the pixel-pair and plane ones (measured on the M4; their plain-C twins are
+        # untimed here).
+        older = [k for k in blocked if not k["variant"].startswith(("3x3_px2", "3x3_planes"))]
         if older and older[0]["variant"] == "3x3":
             return older[:1] + plain + [k for k in blocked if k is not older[0]]
     return plain + blocked
@@ -313,6 +329,16 @@ def _dw_px2_knobs(shape: LayerShape, variant: str) -> list[dict]:
     default = min(_DW_PX2_TILE, line)
     return [{"variant": variant, "tile": t}
             for t in [default] + [t for t in tiles if t != default]]
+
+
+def _dw_planes_scratch(shape: LayerShape) -> int:
+    """kiln_dwconv2d_3x3_planes_s8_get_buffer_size: four int16 planes of the input rows
+    the outputs read, rows of _DW_PLANES_ROW_WORDS words; 0 where it does not apply
+    (horizontal stride above 2, rows wider than that)."""
+    (_, out_h, out_w, _), (stride_h, stride_w) = shape.output, shape.stride
+    if stride_w > 2 or ((out_w - 1) * stride_w + 4) // 2 > _DW_PLANES_ROW_WORDS:
+        return 0
+    return 4 * 4 * _DW_PLANES_ROW_WORDS * ((out_h - 1) * stride_h + 3)
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
@@ -357,6 +383,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
                               target, k)
     if k["variant"] == "3x3_w8":
         return Variant("kiln_dwconv2d_3x3_w8_s8", k, shape.input[3])
+    if k["variant"] == "3x3_planes":
+        return Variant("kiln_dwconv2d_3x3_planes_s8", k, _dw_planes_scratch(shape))
     if k["variant"] in ("3x3_px2", "3x3_px2v"):     # a ring of three lines of tile + 2 words
         return Variant(f"kiln_dwconv2d_{k['variant']}_s8", k, 12 * (k["tile"] + 2))
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
@@ -893,7 +921,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
+    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         # The kernels derive their constants once per block of channels (w8's edge

@@ -1,0 +1,167 @@
+"""kiln_dwconv2d_3x3_planes_s8 (dwconv_3x3_planes.c: 3x3 depthwise a channel at a time over
+int16 planes of the input, horizontal stride 1 or 2) vs tflite-micro, the layer forced onto
+it through tuning records: on the host (plain C twins), under ASan/UBSan, and on QEMU
+mps2-an386 (the assembly rows, slow).
+
+Cases: channel counts 1 to 13 (a last block of fewer than four), odd and even input sizes
+at stride 2 with SAME and VALID padding (SAME pads one column on the left when the size is
+odd), vertical strides 1-3, tiny maps (1x1), the widest rows the planes take (15 outputs
+at stride 2, 29 at stride 1), clamps (RELU6: the C rows), extreme zero points, batches,
+dead channels, per-channel shifts from -2 to -31.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln.compiler as kc
+from conftest import require_tool
+from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
+from kiln.compiler.tune import Records
+from reference import assert_equal_exact, run_reference
+from test_ops_conv import _build, dwconv_case
+from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
+from test_ops_dwconv_blocked import dead_channel_dw_case
+from tflite_builder import TensorSpec
+
+KERNEL = "kiln_dwconv2d_3x3_planes_s8"
+PLANES = {"variant": "3x3_planes"}
+
+
+def shifts_case(rng: np.random.Generator, i: int, cin: int, stride: int):
+    """Per-channel effective scales from 0.3 (shift -2) down to 2^-30 (shift -31)."""
+    c = dwconv_case(rng, i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=7, w=8, sh=stride,
+                    sw=stride, padding="SAME", per_channel=True, bias=True, act="NONE")
+    w, b = c.inputs[1], c.inputs[2]
+    x_scale, y_scale = c.inputs[0].scale, c.output.scale
+    effective = np.geomspace(0.3, 2.0**-30, cin)
+    scales = [float(np.float32(e * y_scale / x_scale)) for e in effective]
+    c.inputs[1] = TensorSpec(w.shape, "int8", scale=scales, zero_point=w.zero_point,
+                             quantized_dimension=3, data=w.data)
+    b_scales = [float(np.float32(x_scale * s)) for s in scales]
+    c.inputs[2] = TensorSpec(b.shape, "int32", scale=b_scales, zero_point=[0] * cin,
+                             data=b.data)
+    c.label += " shifts -2..-31"
+    return c
+
+
+def planes_cases(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    cases = []
+    for i, (cin, h, w, sh, sw, padding, act, n) in enumerate([
+            (4, 1, 1, 1, 1, "SAME", "NONE", 1), (1, 2, 2, 2, 2, "SAME", "RELU6", 1),
+            (3, 6, 6, 2, 2, "SAME", "NONE", 2), (5, 7, 7, 2, 2, "SAME", "NONE", 1),
+            (6, 8, 9, 2, 2, "VALID", "NONE", 1), (7, 9, 8, 2, 2, "VALID", "RELU", 1),
+            (13, 12, 12, 2, 2, "SAME", "NONE", 1), (8, 6, 6, 1, 1, "SAME", "NONE", 1),
+            (9, 3, 3, 1, 1, "SAME", "NONE", 1), (2, 5, 7, 1, 1, "VALID", "NONE", 1),
+            (12, 6, 6, 1, 1, "SAME", "RELU6", 1), (10, 9, 7, 3, 1, "SAME", "NONE", 2),
+            (4, 5, 30, 2, 2, "SAME", "NONE", 1), (3, 4, 29, 1, 1, "SAME", "RELU_N1_TO_1", 1),
+            (11, 10, 5, 1, 2, "SAME", "NONE", 1), (16, 6, 6, 2, 1, "VALID", "RELU", 1)]):
+        cases.append(dwconv_case(rng, 500 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
+                                 w=w, sh=sh, sw=sw, padding=padding, act=act, n=n))
+    cases += [
+        dwconv_case(rng, 520, kh=3, kw=3, dh=1, dw=1, mult=1, cin=8, h=6, w=7, sh=2, sw=2,
+                    padding="SAME", x_zp=-128, y_zp=127),
+        dwconv_case(rng, 521, kh=3, kw=3, dh=1, dw=1, mult=1, cin=5, h=5, w=5, sh=1, sw=1,
+                    padding="SAME", x_zp=127, y_zp=-128, bias=False),
+        dead_channel_dw_case(np.random.default_rng(522)),
+        shifts_case(rng, 523, 12, 2), shifts_case(rng, 524, 7, 1),
+    ]
+    return cases
+
+
+def _eligible(cases: list) -> list:
+    """The cases whose layer can take the kernel (the random scales of a few need the
+    slow requantization, which no blocked kernel takes)."""
+    layers = layer_candidates(_build(cases))
+    keep = [c for step, c in enumerate(cases) if PLANES in layers[step][1]]
+    assert len(keep) >= len(cases) - 4, len(keep)
+    return keep
+
+
+def _compile(cases: list, **kw) -> tuple[kc.Artifact, list, list]:
+    model = _build(cases)
+    records = Records(entries=[
+        {"workload": key, "board": BOARD, "status": "ok", "knobs": PLANES,
+         "cycles": {"median": 1, "min": 1, "max": 1}}
+        for key, options in layer_candidates(model).values()])
+    art = kc.compile(kc.load(model), board=BOARD, tuning_records=records, **kw)
+    assert set(_kernels(art)) == {KERNEL}
+    xs = _inputs(cases, np.random.default_rng(50))
+    return art, xs, run_reference(_reference_model(cases), xs)
+
+
+def test_planes_is_a_candidate_with_its_scratch():
+    s2 = LayerShape(input=(1, 12, 12, 60), filter=(1, 3, 3, 60), output=(1, 6, 6, 60),
+                    stride=(2, 2))
+    small = LayerShape(input=(1, 6, 6, 108), filter=(1, 3, 3, 108), output=(1, 6, 6, 108),
+                       padding=(1, 1))
+    wide = LayerShape(input=(1, 12, 12, 64), filter=(1, 3, 3, 64), output=(1, 12, 12, 64),
+                      padding=(1, 1))
+    big_s2 = LayerShape(input=(1, 48, 48, 16), filter=(1, 3, 3, 16), output=(1, 24, 24, 16),
+                        stride=(2, 2))
+    s3 = LayerShape(input=(1, 9, 9, 8), filter=(1, 3, 3, 8), output=(1, 3, 3, 8),
+                    stride=(3, 3))
+    # Stride 2 and maps under 12x12 lead with it; 12x12 at stride 1 keeps the pixel pairs.
+    assert candidates("DEPTHWISE_CONV_2D", s2, DSP)[0] == PLANES
+    assert candidates("DEPTHWISE_CONV_2D", small, DSP)[0] == PLANES
+    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0]["variant"] == "3x3_px2"
+    assert PLANES in candidates("DEPTHWISE_CONV_2D", wide, DSP)
+    # Rows of 24 outputs at stride 2 (49 columns) and horizontal stride 3: not a candidate.
+    assert PLANES not in candidates("DEPTHWISE_CONV_2D", big_s2, DSP)
+    assert PLANES not in candidates("DEPTHWISE_CONV_2D", s3, DSP)
+    # Four planes of (H - 1) * stride_h + 3 rows of 16 words.
+    assert dwconv2d_variant(s2, DSP).scratch == 4 * 4 * 16 * 13
+    assert dwconv2d_variant(small, DSP).scratch == 4 * 4 * 16 * 8
+
+
+def test_planes_on_host():
+    cases = _eligible(planes_cases(501))
+    art, xs, want = _compile(cases, optimize="speed")
+    for c, g, w in zip(cases, art.run(*xs), want):
+        assert_equal_exact(g, w, f"{c.label} planes")
+
+
+@pytest.mark.slow
+def test_planes_clean_under_sanitizers(tmp_path: Path):
+    """Built with -fsanitize=address,undefined: no read outside the input, the filter, the
+    quantization tables or the scratch, whatever C % 4, the padding and the strides."""
+    require_tool("cc")
+    from kiln.compiler.host_build import build_executable
+    from test_ops_conv import _sanitizer_main
+    cases = _eligible(planes_cases(511))
+    art, xs, want = _compile(cases, optimize="speed")
+    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
+                           tmp_path / "build", sanitize=True)
+    args = [str(exe)]
+    for j, x in enumerate(xs):
+        (tmp_path / f"in{j}.bin").write_bytes(x.tobytes())
+        args.append(str(tmp_path / f"in{j}.bin"))
+    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    for j, (c, w) in enumerate(zip(cases, want)):
+        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
+        assert_equal_exact(got, w.reshape(-1), f"{c.label} under sanitizers")
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_planes_on_qemu(tmp_path: Path):
+    """The assembly rows (SMLAD / SMLABT / SMLATB / SMMLAR): one firmware of every case on
+    mps2-an386."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    from kiln.project_gen import create_project
+    cases = _eligible(planes_cases(521))
+    art, xs, want = _compile(cases)
+    project = create_project(art, board=BOARD, out_dir=tmp_path / "fw")
+    result = project.run(xs, timeout=120)
+    for c, g, w in zip(cases, result.outputs, want):
+        assert_equal_exact(g, w, f"{c.label} planes on QEMU")
