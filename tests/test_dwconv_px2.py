@@ -4,7 +4,8 @@ it through tuning records: on the host (plain C twins, and px2v's banded twin ov
 input), under ASan/UBSan, and on QEMU mps2-an386 (the SMLAD path, slow).
 
 Cases: any channel count (1 to 13: the last C % 4 channels form a block of their own),
-odd and even widths (the last pair's second pixel is not stored), vertical strides 1-3,
+odd and even widths (the last pixel on its own, its third tap from the ring or, SAME,
+the zero point: a short ring, a last tile of one such pixel joined to the one before), vertical strides 1-3,
 SAME and VALID, tiny maps (1x1: every tap but the centre is padding), clamps, extreme zero
 points, batches, dead channels.
 """
@@ -42,7 +43,10 @@ def px2_cases(seed: int) -> list:
             (8, 25, 5, 1, "SAME", "RELU6", 1), (7, 6, 6, 1, "SAME", "NONE", 1),
             (13, 5, 8, 2, "SAME", "NONE", 1), (2, 9, 7, 3, "VALID", "RELU", 1),
             (12, 7, 9, 2, "VALID", "NONE", 2), (6, 3, 4, 1, "VALID", "NONE", 1),
-            (16, 12, 12, 1, "SAME", "NONE", 1), (9, 4, 11, 1, "SAME", "RELU_N1_TO_1", 1)]):
+            (16, 12, 12, 1, "SAME", "NONE", 1), (9, 4, 11, 1, "SAME", "RELU_N1_TO_1", 1),
+            # Odd lines of 9 with SAME: the last pixel's third tap is padding, so at the
+            # smallest tile (8) the one-pixel last tile joins the one before (short ring).
+            (5, 3, 9, 1, "SAME", "RELU6", 1), (6, 9, 2, 1, "SAME", "NONE", 1)]):
         cases.append(dwconv_case(rng, 600 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
                                  w=w, sh=sh, sw=1, padding=padding, act=act, n=n))
     cases += [

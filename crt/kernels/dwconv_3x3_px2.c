@@ -22,8 +22,10 @@
  * channel's taps) a padded tap adds w * (zero point + input_offset) = 0 as in
  * TFLM. At vertical stride 1 each output row copies one new input row. The
  * ring holds a tile of the output columns (the whole row, or as many as the
- * scratch holds: the tile is the tuning knob), rounded up to even, plus 2: the
- * pair at an odd tile's last column computes a pixel past it, not stored.
+ * scratch holds: the tile is the tuning knob), rounded up to even, plus 2. An
+ * odd tile's last pixel goes on its own (px2_last); where its third tap is the
+ * padding past the line (SAME) the ring stops before that tap (tw + 1 columns),
+ * so a tile of 24 holds KWS's 25-pixel columns whole.
  *
  * The requantization is kiln_dw_output (five instructions, conv_dsp.h), its
  * per-channel constants derived once per block of channels from the packed
@@ -125,8 +127,22 @@ typedef struct {
                                  * and from a line to the next */
     size_t out_pix, out_line;
     int32_t x0, tw;             /* the tile: output pixels [x0, x0 + tw) of each line */
-    int32_t cols;               /* ring_cols(tw) */
+    int32_t cols;               /* ring_cols(tw), or tw + 1 short (px2_last) */
 } px2_layer_t;
+
+/* A padding line: ring pixels [0, cols) of a slot (d at its first word) to the zero
+ * point, two at a time. */
+static KILN_NOINLINE void fill_zp(uint32_t *d, int32_t cols, uint32_t zp4)
+{
+    uint32_t *q = d;
+    for (int32_t n = cols >> 1; n > 0; --n, q += 6) {
+        q[0] = zp4;
+        q[1] = zp4;
+    }
+    if (cols & 1) {
+        q[0] = zp4;
+    }
+}
 
 /* Input line iy (a row, or a column) of the block of `lanes` channels at c (image
  * at the batch) into ring slot `slot`: pixel i at word (i / 2) * 6 + 2 * slot + i % 2. */
@@ -137,13 +153,13 @@ static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *imag
     /* Ring pixel i is input pixel i - pad (the tile's first tap at ring pixel 0). */
     const int32_t pad = g->len_pad - g->x0;
     uint32_t *d = ring + 2 * slot;
-    /* Ring columns [lo, hi) are in the image. */
-    int32_t lo = g->cols;
-    int32_t hi = g->cols;
-    if (iy >= 0 && iy < g->in_lines) {
-        lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
-        hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
+    if (iy < 0 || iy >= g->in_lines) {
+        fill_zp(d, g->cols, zp4);
+        return;
     }
+    /* Ring columns [lo, hi) are in the image. */
+    const int32_t lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
+    const int32_t hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
     int32_t i = 0;
     for (; i < lo; ++i) {
         d[(i >> 1) * 6 + (i & 1)] = zp4;
@@ -274,22 +290,30 @@ static KILN_ALWAYS_INLINE int8_t px2_output(int32_t acc, const kiln_dw_rq_t *q, 
                          act_min, act_max, full_range);
 }
 
-/* The last pixel of an odd row, its pair's second one not stored: one clamping
- * instance for all (flags at run time), it is one pair of a row. */
+/* The last pixel of an odd row, on its own: one clamping instance for all (flags at
+ * run time), it is one pixel of a row. Per filter row (w0, w1) . (x[j], x[j + 1])
+ * and w2 * x[j + 2], x[j + 2] from the ring, or in a short ring (g->cols == tw + 1:
+ * the pixel's third tap is padding past the line, and the ring stops before it) the
+ * zero point itself (the folded bias holds w2 * input_offset: the padded tap adds 0
+ * as in TFLM). */
 static KILN_NOINLINE void px2_last(const px2_layer_t *g, const px2_pass_t *s,
                                    const uint32_t *w, const uint32_t *r, int8_t *out, int odd,
                                    int store_hi)
 {
     const kiln_conv_params_t *p = g->p;
     const int32_t k = 1 + 2 * p->output_offset;
+    const int ring_short = g->cols == g->tw + 1;
+    /* The zero point in every byte (what a padding column holds). */
+    const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
     int32_t a_lo = s->bias[0];
-    int32_t b_lo = s->bias[1];
     int32_t a_hi = s->bias[2];
-    int32_t b_hi = s->bias[3];
-    if (odd) {
-        px2_pair(r, w, 1, &a_lo, &b_lo, &a_hi, &b_hi);
-    } else {
-        px2_pair(r, w, 0, &a_lo, &b_lo, &a_hi, &b_hi);
+    for (int32_t ky = 0; ky < 3; ++ky, w += 4) {
+        const uint32_t v2 = ring_short ? zp4 : r[6 + 2 * ky];
+        const uint32_t x0 = odd ? kiln_sxtb16_ror8(r[2 * ky]) : kiln_sxtb16(r[2 * ky]);
+        const uint32_t x1 = odd ? kiln_sxtb16_ror8(r[2 * ky + 1]) : kiln_sxtb16(r[2 * ky + 1]);
+        const uint32_t x2 = odd ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
+        a_lo = smlatb(w[0], x2, kiln_smlad(pack_lo(x0, x1), w[1], a_lo));
+        a_hi = kiln_smlatt(w[2], x2, kiln_smlad(pack_hi(x0, x1), w[3], a_hi));
     }
     out[0] = px2_output(a_lo, &s->rq_lo, k, p->activation.min, p->activation.max, 0, 0);
     if (store_hi) {
@@ -517,7 +541,15 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
      * work of a second full tile outweighs one odd pixel.) */
     const int32_t most = (int32_t)((ctx->size / (3 * 4) - 2) & ~(size_t)1);
     const int32_t tile = kiln_min_i32(most, (g.out_len + 1) / 2 * 2);
-    const int32_t tiles = (g.out_len + tile - 1) / tile;
+    int32_t tiles = (g.out_len + tile - 1) / tile;
+    /* An odd line whose last pixel's third tap is padding past it (SAME): its ring
+     * stops before that tap (short, px2_last), one column instead of three; a last
+     * tile of one such pixel joins the tile before it, whose ring then holds it
+     * (KWS's 25-pixel columns in tiles of 24: one tile of 25, not 24 + 1). */
+    const int short_last = (g.out_len & 1) && g.out_len + 1 - g.len_pad >= g.in_len;
+    if (short_last && tiles > 1 && g.out_len - (tiles - 1) * tile == 1) {
+        --tiles;
+    }
     uint32_t *ring = (uint32_t *)ctx->buf;
     /* The input zero point in every byte: what padding reads. */
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
@@ -540,9 +572,11 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
                 px2_setup(filter, bias, quant, tap, line, p->input_offset, c, s);
             }
             for (int32_t t = 0; t < tiles; ++t) {
-                g.x0 = (reverse ? tiles - 1 - t : t) * tile;
-                g.tw = kiln_min_i32(tile, g.out_len - g.x0);
-                g.cols = ring_cols(g.tw);
+                const int32_t ti = reverse ? tiles - 1 - t : t;
+                g.x0 = ti * tile;
+                g.tw = ti < tiles - 1 ? tile : g.out_len - g.x0;
+                g.cols = short_last && g.x0 + g.tw == g.out_len ? g.tw + 1
+                                                                : ring_cols(g.tw);
                 int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)c;
                 if (relu && lanes == 4) {
                     px2_block_relu(&g, image, c, s, ring, o, zp4);
