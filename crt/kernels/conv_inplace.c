@@ -293,7 +293,10 @@ typedef kiln_status_t (*gemm_p8_kernel_t)(const kiln_context_t *ctx,
                                           const int32_t *bias,
                                           const kiln_dims_t *output_dims, int8_t *output);
 
-static kiln_status_t gemm_p8_banded(gemm_p8_kernel_t kernel, const kiln_band_params_t *band,
+#if defined(__GNUC__)
+__attribute__((always_inline))  /* a model links one of its two callers: no call, no pointer */
+#endif
+static inline kiln_status_t gemm_p8_banded(gemm_p8_kernel_t kernel, const kiln_band_params_t *band,
                                     const kiln_context_t *ctx, const kiln_conv_params_t *params,
                                     const kiln_requant_packed_t *quant,
                                     const kiln_dims_t *input_dims, const int8_t *input,
