@@ -224,6 +224,29 @@ def test_softmax_rows_too_flat_for_tflm_give_zero_probability():
     assert_equal_exact(got, want, "flat rows")
 
 
+def test_short_softmax_computes_exp_for_every_difference():
+    """A softmax of at most SOFTMAX_COMPUTED_VALUES values computes exp() in C with
+    gemmlowp's fixed point instead of reading a table: every difference max - x in
+    0..255 at scales from below 1/256 to saturating, bit-exact with tflite-micro (int8 and
+    int16 outputs)."""
+    assert act.SOFTMAX_COMPUTED_VALUES >= 64
+    diffs = np.arange(256)
+    cases, inputs = [], []
+    for scale in (0.0039, 0.02, 0.17185351252555847, 0.9, 6.0):
+        for start in range(0, 256, 60):
+            x = np.full((4, 16), 127, np.int64)
+            part = diffs[start:start + 60]
+            x.reshape(-1)[[i for i in range(64) if i % 16][:len(part)]] = 127 - part
+            for out in (TensorSpec((4, 16), scale=1 / 256, zero_point=-128),
+                        TensorSpec((4, 16), "int16", scale=1 / 65536, zero_point=-32768)):
+                cases.append(("SOFTMAX", TensorSpec((4, 16), scale=scale, zero_point=0), out,
+                              {"beta": 1.0}))
+                inputs.append(x.astype(np.int8))
+    art = run_unary_cases(cases, inputs)      # int16 outputs: 256x finer than int8's
+    assert "exp_table" not in art.files["weights.c"]
+    assert art.files["model.c"].count("    NULL, 0, ") == len(cases)
+
+
 def test_softmax_exp_table():
     for beta, scale in ((1.0, 0.17185351252555847), (1.0, 0.0039), (2.0, 0.5), (0.1, 1e-3)):
         table = act.softmax_exp_table(beta, scale)

@@ -115,6 +115,28 @@ def test_largest_recovered_sums_and_ineligible_filters_match_tflm():
                              "kiln_fully_connected_rows8_p8_pt_s8"]     # per-tensor
 
 
+def test_full_range_entry_unless_a_layer_clamps():
+    """When no int8-pair gemm layer clamps its output (every activation the full int8
+    range), each calls kiln_conv2d_gemm_p8_full_s8, which links no clamping pixel loop;
+    one RELU6 layer keeps them all on kiln_conv2d_gemm_p8_s8 (one kernel linked, not two).
+    Both models bit-exact with TFLM."""
+    rng = np.random.default_rng(12)
+    full = [conv_case(rng, i, n=1, kh=kh, kw=3, cin=8, cout=cout, groups=1, act="NONE")
+            for i, (kh, cout) in enumerate(((3, 12), (1, 7)))]
+    clamp = conv_case(rng, 2, n=1, kh=3, kw=3, cin=8, cout=6, groups=1, act="RELU6", y_zp=0)
+    art = run_cases(full, seed=3, board=BOARD)
+    assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8"] * 2
+    full_entries = {"kiln_conv2d_gemm_p8_full_s8", "kiln_conv2d_gemm_p8_full_banded_s8"}
+    assert all(op["called"] in full_entries for op in art.report["ops"])
+    assert art.files["model.c"].count("return kiln_conv2d_gemm_p8_full_") == 2
+    art = run_cases(full + [clamp], seed=3, board=BOARD)
+    assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8"] * 3
+    assert all(op.get("called", op["kernel"]) in ("kiln_conv2d_gemm_p8_s8",
+                                                  "kiln_conv2d_gemm_p8_banded_s8")
+               for op in art.report["ops"])
+    assert "_full_" not in art.files["model.c"]
+
+
 def test_p8_weights_take_int8_bytes_and_five_per_channel():
     """The packed filter is as many bytes as the model's int8 one (whole words per kernel
     row, an even channel count) and the requantization 5 bytes a channel."""

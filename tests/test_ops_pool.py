@@ -268,6 +268,22 @@ def test_avgpool_large_windows_extreme_values():
             assert_equal_exact(g, w, f"{c.label} fill {fill}")
 
 
+def test_global_average_pool_has_its_own_kernel():
+    """One window over the whole input (VALID or SAME without padding, a filter as large as
+    the input or larger) runs kiln_avgpool_global_s8: batches, a channel count with a tail
+    of three past the blocks of four, clamps; any other window keeps kiln_avgpool_s8."""
+    glob = [pool_case("AVERAGE_POOL_2D", (2, 5, 5, 35), (5, 5), (1, 1), zp=-128),
+            pool_case("AVERAGE_POOL_2D", (1, 3, 4, 7), (3, 5), (3, 5), "SAME", "RELU6"),
+            pool_case("AVERAGE_POOL_2D", (1, 1, 1, 5), (1, 2), (2, 2), "SAME", zp=127),
+            pool_case("AVERAGE_POOL_2D", (3, 9, 2, 4), (9, 2), (9, 2), "VALID", "RELU")]
+    other = [pool_case("AVERAGE_POOL_2D", (1, 5, 5, 8), (3, 3), (3, 3), "SAME"),   # padding
+             pool_case("AVERAGE_POOL_2D", (1, 4, 4, 8), (4, 3), (1, 1))]           # 1x2 out
+    art = kiln_compile(load(batch_model(glob + other)), board="host")
+    kernels = [op["kernel"] for op in art.report["ops"]]
+    assert kernels == ["kiln_avgpool_global_s8"] * len(glob) + ["kiln_avgpool_s8"] * len(other)
+    check_cases(glob + other, seed=4, runs=3)
+
+
 def test_pool_rejects_requantization():
     x = TensorSpec((1, 4, 4, 2), scale=0.1, zero_point=0)
     y = TensorSpec((1, 2, 2, 2), scale=0.2, zero_point=0)

@@ -21,7 +21,7 @@ def test_trimmed_exp_table_matches_tflm_past_its_end():
                             {"beta": 1.0})
     art = kc.compile(kc.load(model))
     assert art.report["weights_bytes"] == 4 * entries
-    assert f"{entries}}};" in art.files["model.c"]
+    assert f"_exp_table, {entries}, " in art.files["model.c"]
     row = np.arange(-128, 128, dtype=np.int8)
     x = np.stack([row, row[::-1], np.roll(row, 77)])       # every difference 0..255
     assert_equal_exact(art.run(x)[0], run_reference(model, [x])[0], "softmax, trimmed table")

@@ -55,6 +55,16 @@ static inline int32_t rounding_half_sum(int32_t a, int32_t b)
     return (int32_t)((sum + (sum >= 0 ? 1 : -1)) / 2);
 }
 
+/* gemmlowp's FixedPoint product (SaturatingRoundingDoublingHighMul) out of line:
+ * SOFTMAX calls it up to a dozen times a value, and one copy keeps the code small. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int32_t fp_mul(int32_t a, int32_t b)
+{
+    return kiln_sat_rounding_doubling_high_mul(a, b);
+}
+
 /* gemmlowp's one_over_one_plus_x_for_x_in_0_1: 1 / (1 + a) for a in [0, 1),
  * Q0.31 in and out, by three Newton-Raphson steps on x ~ 1 / d in Q2.29 with
  * d = (1 + a) / 2 in [1/2, 1). x stays in (1, 2] and each correction below
@@ -65,16 +75,50 @@ static int32_t one_over_one_plus_x(int32_t a)
     const int32_t k48Over17Q2 = INT32_C(1515870810);
     const int32_t kMinus32Over17Q2 = INT32_C(-1010580540);
     const int32_t half_denominator = rounding_half_sum(a, INT32_MAX);
-    int32_t x = k48Over17Q2 + kiln_sat_rounding_doubling_high_mul(half_denominator,
-                                                                  kMinus32Over17Q2);
+    int32_t x = k48Over17Q2 + fp_mul(half_denominator, kMinus32Over17Q2);
     for (int i = 0; i < 3; ++i) {
-        const int32_t residual =
-            kOneQ2 - kiln_sat_rounding_doubling_high_mul(half_denominator, x);
+        const int32_t residual = kOneQ2 - fp_mul(half_denominator, x);
         /* x * residual is Q4.27; back to Q2.29 with a saturating shift. */
-        x += saturating_shift_left(kiln_sat_rounding_doubling_high_mul(x, residual), 2);
+        x += saturating_shift_left(fp_mul(x, residual), 2);
     }
     /* x / 2 read as Q1.30, to Q0.31: saturates at 1.0 when a == 0. */
     return saturating_shift_left(x, 1);
+}
+
+/* gemmlowp's exp_on_negative_values for a Q5.26 input a <= 0, Q0.31 out (TFLM's
+ * int8 SOFTMAX; compiler/codegen/ops/fixedpoint.py is the same in numpy).
+ * a = -k/4 + r with r in [-1/4, 0): exp(r) by a Taylor series around -1/8, then
+ * one factor exp(-2^j) per bit j of k. FixedPoint additions wrap (gemmlowp's Add);
+ * here none can: every operand is a Q0.31 value of magnitude below 1. */
+static int32_t exp_on_negative_values_q5(int32_t a)
+{
+    /* exp(-2^j) in Q0.31 for j = -2 .. 4: bits 24 .. 30 of the Q5.26 remainder. */
+    static const int32_t kBarrel[7] = {1672461947, 1302514674, 790015084, 290630308,
+                                       39332535, 720401, 242};
+    const int32_t kOneQuarter = INT32_C(1) << 24;
+    const int32_t kExpMinusOneEighth = INT32_C(1895147668);
+    const int32_t kOneThird = INT32_C(715827883);
+    if (a == 0) {
+        return INT32_MAX;
+    }
+    /* r in [-2^24, 0) (Q5.26); Rescale<0> is a left shift by 5 that cannot saturate. */
+    const int32_t r = (a & (kOneQuarter - 1)) - kOneQuarter;
+    const int32_t x = r * 32 + (INT32_C(1) << 28);             /* r + 1/8, Q0.31 */
+    const int32_t x2 = fp_mul(x, x);
+    const int32_t x3 = fp_mul(x2, x);
+    const int32_t x4 = fp_mul(x2, x2);
+    const int32_t x4_over_4 = kiln_rounding_divide_by_pot(x4, 2);
+    const int32_t poly =
+        kiln_rounding_divide_by_pot(fp_mul(x4_over_4 + x3, kOneThird) + x2, 1);
+    int32_t result = kExpMinusOneEighth + fp_mul(kExpMinusOneEighth, x + poly);
+    /* r - a = k/4 >= 0 (at most 2^31 - 1: r < 0 and a >= -2^31). */
+    const uint32_t remainder = (uint32_t)r - (uint32_t)a;
+    for (int32_t j = 0; j < 7; ++j) {
+        if (remainder & (UINT32_C(1) << (24 + j))) {
+            result = fp_mul(result, kBarrel[j]);
+        }
+    }
+    return result;
 }
 
 static inline int32_t count_leading_zeros(uint32_t x)
@@ -106,11 +150,26 @@ static inline int32_t count_leading_zeros(uint32_t x)
  * (8 or 16) bits and its minimum as zero point (-128 at scale 1/256, -32768 at
  * 1/65536). The row goes to y8 or y16 (the other is NULL), so one loop serves
  * both output types. */
-/* exp_table[d], 0 past the table's last entry. */
-static inline int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
+/* exp(-d) in Q0.31 for d = max - x: exp_table[d] (0 past the table's last entry), or
+ * computed as TFLM does: the difference -d, if at least diff_min, times
+ * 2^left_shift (no overflow: softmax_s8_args_valid) rescaled by the input
+ * multiplier to Q5.26 (MultiplyByQuantizedMultiplierGreaterThanOne). */
+static int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
 {
-    return d < p->entries ? p->exp_table[d] : 0;
+    if (p->exp_table != NULL) {
+        return d < p->entries ? p->exp_table[d] : 0;
+    }
+    if (d > -p->diff_min) {
+        return 0;
+    }
+    const int32_t diff = -(int32_t)((uint32_t)d << p->input_left_shift);
+    return exp_on_negative_values_q5(fp_mul(diff, p->input_multiplier));
 }
+
+/* A row's first exp values, kept between the sum and the output pass: computing one
+ * costs about 150 instructions, so short rows (the classifiers' heads) compute each
+ * once. */
+#define KILN_SOFTMAX_KEPT 16
 
 static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int32_t depth,
                            int32_t output_bits, int8_t *y8, int16_t *y16)
@@ -123,8 +182,13 @@ static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int3
     }
     /* Sum of exp in Q12.19 (gemmlowp Rescale<12>: a rounding shift by 12). */
     uint32_t sum = 0;
+    int32_t kept[KILN_SOFTMAX_KEPT];
     for (int32_t c = 0; c < depth; ++c) {
-        sum += (uint32_t)kiln_rounding_divide_by_pot(softmax_exp(p, max - x[c]), 12);
+        const int32_t e = softmax_exp(p, max - x[c]);
+        if (c < KILN_SOFTMAX_KEPT) {
+            kept[c] = e;
+        }
+        sum += (uint32_t)kiln_rounding_divide_by_pot(e, 12);
     }
     /* TFLM's GetReciprocal: sum = 2^bits_over_unit * (1 + fraction). sum >= 2^19
      * (the max element contributes exp(0)), so headroom <= 12. */
@@ -141,7 +205,8 @@ static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int3
              * inputs), every probability is below 1/512 and rounds to 0. TFLM stops
              * on a TFLITE_CHECK there. */
             const int32_t prob = kiln_rounding_divide_by_pot(
-                kiln_sat_rounding_doubling_high_mul(scale, softmax_exp(p, max - x[c])), exponent);
+                fp_mul(scale, c < KILN_SOFTMAX_KEPT ? kept[c] : softmax_exp(p, max - x[c])),
+                exponent);
             value = kiln_clamp(prob + out_min, out_min, out_max);
         }
         if (output_bits == 8) {
@@ -157,11 +222,20 @@ static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
                                  const kiln_dims_t *output_dims, const void *output)
 {
     const int32_t count = dims_count(input_dims);
-    /* exp_table[0] is exp(0) = 1.0 */
-    return params != NULL && params->exp_table != NULL && params->entries >= 1 &&
-           params->entries <= 256 && input != NULL && output != NULL &&
+    if (params == NULL) {
+        return 0;
+    }
+    /* exp_table[0] is exp(0) = 1.0; computed, every difference down to diff_min
+     * times 2^left_shift fits int32 */
+    const int table_ok = params->exp_table != NULL && params->entries >= 1 &&
+                         params->entries <= 256 && params->exp_table[0] == INT32_MAX;
+    const int computed_ok = params->exp_table == NULL && params->input_multiplier >= 0 &&
+                            (uint32_t)params->input_left_shift <= 31 && params->diff_min <= 0 &&
+                            UINT32_C(0) - (uint32_t)params->diff_min <=
+                                (uint32_t)(INT32_MAX >> params->input_left_shift);
+    return (table_ok || computed_ok) && input != NULL && output != NULL &&
            count >= 0 && count == dims_count(output_dims) && input_dims->c == output_dims->c &&
-           input_dims->c <= KILN_SOFTMAX_MAX_DEPTH && params->exp_table[0] == INT32_MAX;
+           input_dims->c <= KILN_SOFTMAX_MAX_DEPTH;
 }
 
 kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,

@@ -31,18 +31,27 @@ kiln_status_t kiln_lut_s8(const kiln_lut_params_t *params,
 /* SOFTMAX along the innermost (c) dim, int8 in, int8 out with scale 1/256 and
  * zero point -128, as TFLM's reference_ops::Softmax (gemmlowp fixed point).
  *
- * Per row: d = max(row) - x in [0, 255]. exp_table[d] is TFLM's
- * exp_on_negative_values(-d * beta * input_scale) in Q0.31, precomputed by the
- * compiler from the input multiplier, and 0 where -d is below TFLM's diff_min
- * (those inputs are skipped and give -128). The row sum is kept in Q12.19:
- * each term is at most 2^19, so rows up to 8191 long (KILN_ERR_ARG beyond)
- * fit the uint32 accumulator. Its reciprocal is gemmlowp's Newton-Raphson
- * 1/(1+x). A sum of 2^28 or more (512+ near-equal inputs) stops TFLM on a
- * TFLITE_CHECK; kiln writes -128 there, every probability being below 1/512. */
+ * Per row: d = max(row) - x in [0, 255]. exp(d) is TFLM's
+ * exp_on_negative_values(-d * beta * input_scale) in Q0.31 of the difference
+ * rescaled by the input multiplier (Q5.26), and 0 where -d is below TFLM's
+ * diff_min (those inputs are skipped and give -128). Either looked up in
+ * exp_table, precomputed by the compiler (long rows: a lookup per value), or,
+ * with exp_table NULL, computed here in gemmlowp's fixed point (short rows:
+ * about 300 bytes of code instead of up to 1 KB of table). The row sum is kept
+ * in Q12.19: each term is at most 2^19, so rows up to 8191 long (KILN_ERR_ARG
+ * beyond) fit the uint32 accumulator. Its reciprocal is gemmlowp's
+ * Newton-Raphson 1/(1+x). A sum of 2^28 or more (512+ near-equal inputs) stops
+ * TFLM on a TFLITE_CHECK; kiln writes -128 there, every probability being
+ * below 1/512. */
 typedef struct {
-    const int32_t *exp_table;  /* `entries` values in Q0.31, indexed by max(row) - x */
+    const int32_t *exp_table;  /* `entries` values in Q0.31, indexed by max(row) - x;
+                                * NULL: computed from the three fields below */
     int32_t entries;           /* 1 to 256: exp_table[d] for d < entries, 0 beyond (the
-                                * compiler drops the table's zero tail) */
+                                * compiler drops the table's zero tail); 0 when computed */
+    int32_t input_multiplier;  /* TFLite's multiplier of beta * input scale * 2^26 */
+    int32_t input_left_shift;  /* its shift, in [0, 31] */
+    int32_t diff_min;          /* TFLM's diff_min, in [-255, 0]: (-diff_min) << left_shift
+                                * fits int32 (CalculateInputRadius) */
 } kiln_softmax_params_t;
 
 /* input may equal output (in place). */

@@ -276,6 +276,18 @@ kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
 int32_t kiln_conv2d_gemm_p8_s8_get_buffer_size(const kiln_dims_t *input_dims,
                                                const kiln_dims_t *filter_dims);
 
+/* kiln_conv2d_gemm_p8_s8 for an activation of the full int8 range [-128, 127]
+ * only (KILN_ERR_ARG otherwise): the same results without the clamping pixel loop
+ * (about 1.2 KB of code on a Cortex-M4), for models none of whose int8-pair gemm
+ * layers clamps. Scratch as kiln_conv2d_gemm_p8_s8. */
+kiln_status_t kiln_conv2d_gemm_p8_full_s8(const kiln_context_t *ctx,
+                                          const kiln_conv_params_t *params,
+                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output);
+
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, any stride
  * and padding, C a multiple of 4.
  *   filter  packed from 1HWC: per block of four channels, per tap (row-major),

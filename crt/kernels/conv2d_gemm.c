@@ -1113,6 +1113,11 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     }
 }
 
+/* Which activation ranges a gemm entry point serves (a constant in each caller):
+ * any (an instantiation of the pixel loop for the full int8 range, one for a
+ * clamp), or the full range only, whose entry then links no clamping code. */
+enum { RANGE_ANY, RANGE_FULL };
+
 /* Argument checks, the gather geometry and the run of one variant (a
  * constant in each caller). */
 static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
@@ -1124,7 +1129,7 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
                                                  const kiln_dims_t *filter_dims,
                                                  const int32_t *filter, const int32_t *bias,
                                                  const kiln_dims_t *output_dims, int8_t *output,
-                                                 int kind)
+                                                 int kind, int ranges)
 {
     const int quant_ok = kind == GEMM_P8 ? kiln_requant_packed_valid(qp) : quant != NULL;
     if (ctx == NULL || !kiln_conv_params_valid(params) || !quant_ok || input == NULL ||
@@ -1169,6 +1174,8 @@ static KILN_ALWAYS_INLINE kiln_status_t gemm_run(const kiln_context_t *ctx,
     if (act_min == -128 && act_max == 127) {
         gemm_pixels(&g, quant, qp, packed, bias, output_dims, output, col, patch,
                     params->output_offset, act_min, act_max, kind, 1);
+    } else if (ranges == RANGE_FULL) {
+        return KILN_ERR_ARG;
     } else {
         gemm_pixels(&g, quant, qp, packed, bias, output_dims, output, col, patch,
                     params->output_offset, act_min, act_max, kind, 0);
@@ -1184,7 +1191,7 @@ kiln_status_t kiln_conv2d_gemm_s8(const kiln_context_t *ctx, const kiln_conv_par
                                   const kiln_dims_t *output_dims, int8_t *output)
 {
     return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
-                    output_dims, output, GEMM_2X2);
+                    output_dims, output, GEMM_2X2, RANGE_ANY);
 }
 
 kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
@@ -1196,7 +1203,7 @@ kiln_status_t kiln_conv2d_gemm_oc4_s8(const kiln_context_t *ctx,
                                       const kiln_dims_t *output_dims, int8_t *output)
 {
     return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
-                    output_dims, output, GEMM_4X2);
+                    output_dims, output, GEMM_4X2, RANGE_ANY);
 }
 
 kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
@@ -1208,7 +1215,19 @@ kiln_status_t kiln_conv2d_gemm_p8_s8(const kiln_context_t *ctx,
                                      const kiln_dims_t *output_dims, int8_t *output)
 {
     return gemm_run(ctx, params, NULL, quant, input_dims, input, filter_dims, filter, bias,
-                    output_dims, output, GEMM_P8);
+                    output_dims, output, GEMM_P8, RANGE_ANY);
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_full_s8(const kiln_context_t *ctx,
+                                          const kiln_conv_params_t *params,
+                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_run(ctx, params, NULL, quant, input_dims, input, filter_dims, filter, bias,
+                    output_dims, output, GEMM_P8, RANGE_FULL);
 }
 
 kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
@@ -1220,5 +1239,5 @@ kiln_status_t kiln_conv2d_gemm_w8_s8(const kiln_context_t *ctx,
                                      const kiln_dims_t *output_dims, int8_t *output)
 {
     return gemm_run(ctx, params, quant, NULL, input_dims, input, filter_dims, filter, bias,
-                    output_dims, output, GEMM_W8);
+                    output_dims, output, GEMM_W8, RANGE_ANY);
 }

@@ -284,15 +284,25 @@ kiln_status_t kiln_conv2d_gemm_w8_banded_s8(const kiln_band_params_t *band,
                        filter_dims, filter, bias, output_dims, output);
 }
 
-/* gemm_banded for the int8-pair gemm (its own quant type). */
-kiln_status_t kiln_conv2d_gemm_p8_banded_s8(const kiln_band_params_t *band,
-                                            const kiln_context_t *ctx,
-                                            const kiln_conv_params_t *params,
-                                            const kiln_requant_packed_t *quant,
-                                            const kiln_dims_t *input_dims, const int8_t *input,
-                                            const kiln_dims_t *filter_dims,
-                                            const int32_t *filter, const int32_t *bias,
-                                            const kiln_dims_t *output_dims, int8_t *output)
+/* gemm_banded for the int8-pair gemms (their own quant type). */
+typedef kiln_status_t (*gemm_p8_kernel_t)(const kiln_context_t *ctx,
+                                          const kiln_conv_params_t *params,
+                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int32_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output);
+
+#if defined(__GNUC__)
+__attribute__((always_inline))  /* a model links one of its two callers: no call, no pointer */
+#endif
+static inline kiln_status_t gemm_p8_banded(gemm_p8_kernel_t kernel, const kiln_band_params_t *band,
+                                    const kiln_context_t *ctx, const kiln_conv_params_t *params,
+                                    const kiln_requant_packed_t *quant,
+                                    const kiln_dims_t *input_dims, const int8_t *input,
+                                    const kiln_dims_t *filter_dims, const int32_t *filter,
+                                    const int32_t *bias, const kiln_dims_t *output_dims,
+                                    int8_t *output)
 {
     int32_t copy_bytes;
     band_dims_t d;
@@ -305,14 +315,41 @@ kiln_status_t kiln_conv2d_gemm_p8_banded_s8(const kiln_band_params_t *band,
         band_call_t c;
         band_call(band, ctx, copy_bytes, params, &d.in, input, filter_dims->h, &d.out, output,
                   i, &c);
-        const kiln_status_t status = kiln_conv2d_gemm_p8_s8(&c.ctx, &c.params, quant, &c.in_dims,
-                                                            c.in, filter_dims, filter, bias,
-                                                            &c.out_dims, c.out);
+        const kiln_status_t status = kernel(&c.ctx, &c.params, quant, &c.in_dims, c.in,
+                                            filter_dims, filter, bias, &c.out_dims, c.out);
         if (status != KILN_OK) {
             return status;
         }
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_banded_s8(const kiln_band_params_t *band,
+                                            const kiln_context_t *ctx,
+                                            const kiln_conv_params_t *params,
+                                            const kiln_requant_packed_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int32_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output)
+{
+    return gemm_p8_banded(kiln_conv2d_gemm_p8_s8, band, ctx, params, quant, input_dims, input,
+                          filter_dims, filter, bias, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_full_banded_s8(const kiln_band_params_t *band,
+                                                 const kiln_context_t *ctx,
+                                                 const kiln_conv_params_t *params,
+                                                 const kiln_requant_packed_t *quant,
+                                                 const kiln_dims_t *input_dims,
+                                                 const int8_t *input,
+                                                 const kiln_dims_t *filter_dims,
+                                                 const int32_t *filter, const int32_t *bias,
+                                                 const kiln_dims_t *output_dims,
+                                                 int8_t *output)
+{
+    return gemm_p8_banded(kiln_conv2d_gemm_p8_full_s8, band, ctx, params, quant, input_dims,
+                          input, filter_dims, filter, bias, output_dims, output);
 }
 
 kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln_context_t *ctx,

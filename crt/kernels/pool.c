@@ -110,6 +110,73 @@ static kiln_status_t check_args(const kiln_pool_params_t *params,
     return KILN_OK;
 }
 
+/* The window's average as TFLite computes it, (sum +- count / 2) / count with C's
+ * truncating division, then the clamp: the magnitude is (|sum| + count / 2) / count,
+ * the sign the sum's. One unsigned divide an output (UDIV; on cores without one,
+ * libgcc's __aeabi_uidiv, which make_divisor already needs). */
+#if defined(__GNUC__)
+__attribute__((noinline))      /* five call sites: one copy */
+#endif
+static int8_t global_average(int32_t sum, int32_t count, int32_t act_min, int32_t act_max)
+{
+    const uint32_t a = (uint32_t)(sum < 0 ? -sum : sum) + (uint32_t)(count / 2);
+    const int32_t q = (int32_t)(a / (uint32_t)count);
+    return (int8_t)kiln_clamp(sum > 0 ? q : -q, act_min, act_max);
+}
+
+kiln_status_t kiln_avgpool_global_s8(const kiln_pool_params_t *params,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *output_dims, int8_t *output)
+{
+    if (params == NULL || input_dims == NULL || output_dims == NULL || input == NULL ||
+        output == NULL || input_dims->n < 1 || input_dims->h < 1 || input_dims->w < 1 ||
+        input_dims->c < 1 || input_dims->h > KILN_POOL_MAX_WINDOW / input_dims->w ||
+        output_dims->n != input_dims->n || output_dims->h != 1 || output_dims->w != 1 ||
+        output_dims->c != input_dims->c || params->padding.h != 0 || params->padding.w != 0 ||
+        params->filter.h < input_dims->h || params->filter.w < input_dims->w ||
+        params->activation.min < INT8_MIN || params->activation.max > INT8_MAX ||
+        params->activation.min > params->activation.max) {
+        return KILN_ERR_ARG;
+    }
+    /* |sum| <= 128 * count <= 2^23: no overflow. */
+    const int32_t count = input_dims->h * input_dims->w;
+    const int32_t channels = input_dims->c;
+    const int32_t act_min = params->activation.min;
+    const int32_t act_max = params->activation.max;
+    for (int32_t b = 0; b < input_dims->n; ++b) {
+        const int8_t *in = input + (size_t)b * count * channels;
+        int8_t *out = output + (size_t)b * channels;
+        int32_t c = 0;
+        /* Four channels at a time: four running sums in registers, one pass down the
+         * pixels with one pointer step per four loads. */
+        for (; c + 4 <= channels; c += 4) {
+            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            const int8_t *p = in + c;
+            for (int32_t i = 0; i < count; ++i) {
+                s0 += p[0];
+                s1 += p[1];
+                s2 += p[2];
+                s3 += p[3];
+                p += channels;
+            }
+            out[c] = global_average(s0, count, act_min, act_max);
+            out[c + 1] = global_average(s1, count, act_min, act_max);
+            out[c + 2] = global_average(s2, count, act_min, act_max);
+            out[c + 3] = global_average(s3, count, act_min, act_max);
+        }
+        for (; c < channels; ++c) {
+            int32_t s = 0;
+            const int8_t *p = in + c;
+            for (int32_t i = 0; i < count; ++i) {
+                s += *p;
+                p += channels;
+            }
+            out[c] = global_average(s, count, act_min, act_max);
+        }
+    }
+    return KILN_OK;
+}
+
 /* The two kernels for one element type T (int8_t, int16_t), NAME_s8 / NAME_s16:
  *
  * add_pixel / max_pixel: sum[j] += row[j] or max[j] = max(max[j], row[j]) for one

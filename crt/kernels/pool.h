@@ -37,6 +37,13 @@ kiln_status_t kiln_avgpool_s8(const kiln_pool_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output);
 
+/* AVERAGE_POOL_2D whose one window is the whole input (a classifier's global
+ * average: output 1x1, no padding, filter at least the input's size): the same
+ * results as kiln_avgpool_s8 in a few hundred bytes less code, for h * w <= 2^16. */
+kiln_status_t kiln_avgpool_global_s8(const kiln_pool_params_t *params,
+                                     const kiln_dims_t *input_dims, const int8_t *input,
+                                     const kiln_dims_t *output_dims, int8_t *output);
+
 /* MAX_POOL_2D: the window's largest valid input (-128 if the window is empty),
  * clamped to the activation. */
 kiln_status_t kiln_maxpool_s8(const kiln_pool_params_t *params,

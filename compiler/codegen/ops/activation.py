@@ -7,7 +7,8 @@ function below transcribes one TFLM reference kernel together with its Prepare()
 parameter derivation; the tests feed all 256 inputs through TFLM and compare.
 
 SOFTMAX keeps a C kernel (`kiln_softmax_s8`, TFLM's gemmlowp fixed-point path) and gets
-its exp() values from a 256-entry table built here the same way.
+its exp() values from a 256-entry table built here the same way, or, for a short
+softmax (a classifier's head), computes them in C with the same fixed point.
 """
 
 from __future__ import annotations
@@ -676,6 +677,10 @@ def _lower_softmax_s16(ctx: LowerCtx) -> LayerCode:
                      summary=f"{rows} row(s) of {depth}, beta {beta:.6g}")
 
 
+# int8 SOFTMAX computes exp() in C (no table) for at most this many values per inference.
+SOFTMAX_COMPUTED_VALUES = 64
+
+
 @lowering("SOFTMAX", check=_check_softmax)
 def lower_softmax(ctx: LowerCtx) -> LayerCode:
     x, y = ctx.input(0), ctx.output(0)
@@ -685,21 +690,29 @@ def lower_softmax(ctx: LowerCtx) -> LayerCode:
     beta = float(ctx.op.options.get("beta", 1.0))
     scale, _ = qparams(x)
     multiplier, left_shift, diff_min = softmax_params(beta, scale)
-    table = softmax_exp_table(beta, scale)
-    if table[0] != (1 << 31) - 1:
-        raise ModelError(f"{ctx.op.describe()}: exp(0) is not 1.0 in the softmax table")
     depth = x.shape[-1]
     rows = x.size // depth
-    entries = int(np.flatnonzero(table)[-1]) + 1      # the zero tail reads as 0 in C
-    name = ctx.const("exp_table", table[:entries], "int32_t",
-                     f"SOFTMAX exp(-d * beta * scale) in Q0.31 for d = max - x (0 from d = "
-                     f"{entries}); beta {beta:.6g}, input multiplier {multiplier} << "
-                     f"{left_shift}, diff_min {diff_min}")
     dims = f"{{1, 1, {rows}, {depth}}}"
-    body = [f"static const kiln_softmax_params_t params = {{{name}, {entries}}};",
-            f"static const kiln_dims_t input_dims = {dims};",
-            f"static const kiln_dims_t output_dims = {dims};",
-            f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
-            f"{ctx.ptr(y)});"]
+    fields = (f"beta {beta:.6g}, input multiplier {multiplier} << {left_shift}, "
+              f"diff_min {diff_min}")
+    if rows * depth <= SOFTMAX_COMPUTED_VALUES:
+        # A short row computes exp in C (about 150 instructions a value, once: the
+        # kernel keeps a row's first 16) instead of keeping a table of up to 1 KB.
+        params = [f"static const kiln_softmax_params_t params = {{ /* {fields} */",
+                  f"    NULL, 0, {multiplier}, {left_shift}, {diff_min}}};"]
+    else:
+        table = softmax_exp_table(beta, scale)
+        if table[0] != (1 << 31) - 1:
+            raise ModelError(f"{ctx.op.describe()}: exp(0) is not 1.0 in the softmax table")
+        entries = int(np.flatnonzero(table)[-1]) + 1      # the zero tail reads as 0 in C
+        name = ctx.const("exp_table", table[:entries], "int32_t",
+                         f"SOFTMAX exp(-d * beta * scale) in Q0.31 for d = max - x (0 from d = "
+                         f"{entries}); {fields}")
+        params = [f"static const kiln_softmax_params_t params = {{{name}, {entries}, "
+                  f"{multiplier}, {left_shift}, {diff_min}}};"]
+    body = params + [f"static const kiln_dims_t input_dims = {dims};",
+                     f"static const kiln_dims_t output_dims = {dims};",
+                     f"return {kernel}(&params, &input_dims, {ctx.ptr(x)}, &output_dims, "
+                     f"{ctx.ptr(y)});"]
     return LayerCode(kernel=kernel, body="\n".join(body),
                      summary=f"{rows} row(s) of {depth}, beta {beta:.6g}")

@@ -853,6 +853,34 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
                      shape=shape)
 
 
+# The int8-pair gemm's entry points for activations of the full int8 range only, which
+# link no clamping pixel loop (conv.h, inplace.h): the general one's name -> theirs.
+GEMM_P8_FULL = {"kiln_conv2d_gemm_p8_s8": "kiln_conv2d_gemm_p8_full_s8",
+                "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8"}
+
+
+def full_range_gemm(layers: list) -> list:
+    """The emitted layers (codegen generate) with every int8-pair gemm layer calling
+    kiln_conv2d_gemm_p8_full_s8 (or its banded twin) when none of them clamps its
+    output: the firmware then carries no clamping pixel loop (about 1.2 KB of code on a
+    Cortex-M4). One clamping layer keeps them all on the general kernel, which serves
+    both, rather than linking two. `kernel` stays the variant (kiln.json, tuning);
+    `called` names the entry point."""
+    gemm = [i for i, e in enumerate(layers) if e.code.kernel == "kiln_conv2d_gemm_p8_s8"]
+    if any(layers[i].code.shape is None or layers[i].code.shape.clamped for i in gemm):
+        return layers
+    out = list(layers)
+    for i in gemm:
+        code = layers[i].code
+        called = code.called or code.kernel
+        full = GEMM_P8_FULL[called]
+        old, new = f"return {called}(", f"return {full}("
+        assert code.body.count(old) == 1, code.body
+        body = code.body.replace(old, new).replace("\n" + " " * len(old), "\n" + " " * len(new))
+        out[i] = replace(layers[i], code=replace(code, body=body, called=full))
+    return out
+
+
 def _conv2d_macs(ctx: LowerCtx) -> int:
     w = ctx.input(1)
     return int(np.prod(ctx.output(0).shape)) * w.shape[1] * w.shape[2] * w.shape[3]

@@ -1,5 +1,6 @@
 """Lowerings: AVERAGE_POOL_2D and MAX_POOL_2D → kiln_avgpool_s8 / kiln_maxpool_s8, and
-their int16 twins (_s16) for 16x8 models.
+their int16 twins (_s16) for 16x8 models; an int8 global average (one window over the
+whole input) → kiln_avgpool_global_s8.
 
 Pooling keeps the quantization (TFLite checks that input and output share scale
 and zero point), so the kernels work on raw int8 values; the lowering only
@@ -125,9 +126,20 @@ def _kernel(ctx: LowerCtx, op: str) -> str:
     return f"kiln_{op}_mve_s8" if ctx.target.mve else f"kiln_{op}_s8"
 
 
+def _global(ctx: LowerCtx) -> bool:
+    """One window over the whole input (output 1x1, no padding): kiln_avgpool_global_s8."""
+    x, y = ctx.input(0), ctx.output(0)
+    (fh, fw), _, pad = _window(ctx)
+    return (y.shape[1:3] == (1, 1) and pad == (0, 0) and fh >= x.shape[1] and fw >= x.shape[2]
+            and x.shape[1] * x.shape[2] <= _MAX_WINDOW["int8"])
+
+
 @lowering("AVERAGE_POOL_2D", check=_check)
 def lower_average_pool(ctx: LowerCtx) -> LayerCode:
-    return _lower(ctx, _kernel(ctx, "avgpool"))
+    kernel = _kernel(ctx, "avgpool")
+    if kernel == "kiln_avgpool_s8" and _global(ctx):
+        kernel = "kiln_avgpool_global_s8"       # the same results in less code
+    return _lower(ctx, kernel)
 
 
 @lowering("MAX_POOL_2D", check=_check)

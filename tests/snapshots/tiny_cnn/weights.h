@@ -23,7 +23,6 @@ extern const int32_t l2_multiplier[3];
 extern const int32_t l2_shift[3];
 extern const int8_t t7_t7[48];
 extern const int32_t l2_bias[3];
-extern const int32_t l3_exp_table[222];
 
 #ifdef __cplusplus
 }
