@@ -13,8 +13,9 @@ the result into:
   interrupted-clean  exit 130 (or killed by SIGINT before Python ran), one line, and the
                      output is absent, the old one, or whole
   python-start       SIGINT while Python itself starts (site; "Fatal Python error:
-                     init_import_site"), before it runs any line of kiln: a load spike
-                     can put a delay there; out of kiln's reach, not counted as a failure
+                     init_import_site") or while pip's console script imports
+                     kiln.launcher, before any line of kiln runs: a load spike can put
+                     a delay there; out of kiln's reach, not counted as a failure
   error              exit 2: a one-line error (listed below the table)
   traceback          a Python traceback on stderr
   broken             an output that is neither absent, the old one, nor whole (byte-for-
@@ -35,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -207,7 +209,7 @@ def trial(case: Case, delay: float, work: Path) -> tuple[str, str]:
             pass
         _, err = proc.communicate(timeout=900)
         time.sleep(0.2)
-        if err.startswith("Fatal Python error: init_import_site"):
+        if before_kiln_code(err):
             return "python-start", ""       # Python's own start-up, before kiln's code
         if "Traceback" in err or "Fatal Python error" in err:
             lines = err.strip().splitlines()
@@ -226,6 +228,19 @@ def trial(case: Case, delay: float, work: Path) -> tuple[str, str]:
         return "error", err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"
     finally:
         shutil.rmtree(t, ignore_errors=True)
+
+
+def before_kiln_code(err: str) -> bool:
+    """Whether stderr shows a SIGINT that came before any line of kiln ran: in Python's
+    own start-up (site: "Fatal Python error: init_import_site") or in the console script
+    pip generates, while it imports kiln.launcher (its only frames the script's import
+    line and importlib's frozen ones; kiln.launcher handles Ctrl-C from its first line)."""
+    if err.startswith("Fatal Python error: init_import_site"):
+        return True
+    frames = re.findall(r'^  File "([^"]+)"', err, flags=re.MULTILINE)
+    return (err.startswith("Traceback") and err.rstrip().endswith("KeyboardInterrupt")
+            and bool(frames) and frames[0] == KILN
+            and all(f.startswith("<frozen ") for f in frames[1:]))
 
 
 def python_start_s() -> float:

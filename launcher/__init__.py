@@ -6,8 +6,8 @@ and a Ctrl-C during those imports would end kiln with a traceback. This module i
 nothing but the standard library's `os`, `signal` and `sys`, and imports the CLI inside
 its try, so a Ctrl-C at any instant once Python runs kiln's code ends kiln with one line
 ("kiln: interrupted") and exit code 130, as a shell reports a process killed by SIGINT.
-(Python's own start-up, the few milliseconds before it runs this module, is out of
-kiln's reach.) Child processes (make, gcc, QEMU) share kiln's process group and get the
+(Python's own start-up and the console script's `from kiln.launcher import main`, the
+few milliseconds before this module's first line runs, are out of kiln's reach.) Child processes (make, gcc, QEMU) share kiln's process group and get the
 terminal's SIGINT too, and any still running are ended here; staging folders are removed
 as the KeyboardInterrupt unwinds (kiln.compiler.fsutil.staging_dir).
 """
