@@ -247,6 +247,9 @@ def cmd_run(args) -> int:
         if model_options(args):
             raise InputError(f"{target} is a project, compiled already: pass --input-shape/"
                              f"--layout to `kiln project create`, or give the model file")
+        if getattr(args, "optimize", None):
+            raise InputError(f"{target} is a project, compiled already: pass --optimize "
+                             f"to `kiln project create`, or give the model file")
 
         from kiln.project_gen.boards import get_board
 
@@ -283,7 +286,8 @@ def cmd_run_host(args) -> int:
                                                   getattr(args, "calibration", None)))
     arrays = read_inputs(args.input) if args.input else None
     g = _load_for_compile(args)
-    art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None))
+    art = compile(g, board="host", tuning_records=getattr(args, "tuning_records", None),
+                  optimize=getattr(args, "optimize", None) or DEFAULT_OPTIMIZE)
     note = tuning_note(art.report)
     if note:
         print(note)
@@ -308,14 +312,18 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="OUT.npz", help="write outputs as output_0, output_1, ...")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")
+    add_optimize_argument(p, default=None)
     add_model_options(p)
     from kiln.project_gen.rpc_cli import add_port_arguments
 
     add_port_arguments(p)
 
 
-def add_optimize_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--optimize", choices=("speed", "balanced", "memory"), default=DEFAULT_OPTIMIZE,
+def add_optimize_argument(p: argparse.ArgumentParser, default: str | None = DEFAULT_OPTIMIZE
+                          ) -> None:
+    """--optimize; default None where giving it on a project folder (compiled already)
+    is an error, so the command can tell it was given."""
+    p.add_argument("--optimize", choices=("speed", "balanced", "memory"), default=default,
                    help="speed: every buffer apart; balanced: layers write over their input "
                         "where that lowers the peak arena; memory: wherever they can "
                         f"(default {DEFAULT_OPTIMIZE})")

@@ -21,6 +21,7 @@ import numpy as np
 
 from kiln.compiler.arrays_io import (check_output_path, files_read, print_samples, read_inputs,
                                      write_outputs)
+from kiln.compiler.cli import add_optimize_argument
 from kiln.compiler.cli_args import add_model_options, positive_float, repeat_count
 from kiln.compiler.cache import cache_dir, cached_entry
 from kiln.compiler.errors import InputError, KilnError
@@ -28,7 +29,7 @@ from kiln.compiler.escape import project_name
 from kiln.compiler.frontend.tflite_reader import MAX_MODEL_BYTES
 from kiln.compiler.fsutil import atomic_write_text, read_regular_file
 from kiln.compiler.tune.records import MAX_RECORDS_BYTES
-from kiln.compiler.compile import tuning_note
+from kiln.compiler.compile import DEFAULT_OPTIMIZE, tuning_note
 from kiln.compiler.paths import crt_dir, templates_dir
 
 from .boards import board_digest, get_board
@@ -60,6 +61,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                    help="timed whole-model runs to compare the layer sum against")
     p.add_argument("--tuning-records", metavar="F",
                    help="kernel variants from tuning records (kiln tune)")
+    add_optimize_argument(p, default=None)
     add_model_options(p)
     add_port_arguments(p)
     p.set_defaults(handler=cmd_profile)
@@ -101,21 +103,24 @@ def _complete_project(folder: Path) -> Project | None:
 
 def host_driven_project(target: str | Path, board: Any, cache: Path | None = None,
                         tuning_records: str | Path | None = None,
-                        model_options: dict | None = None) -> Project:
+                        model_options: dict | None = None,
+                        optimize: str | None = None) -> Project:
     """A host-driven project for `target`: the project DIR itself, or for a model file a
     project cached under ~/.cache/kiln/projects keyed by model, board (its name and
     facts: a board file may change), kiln sources and the tuning records' content.
     model_options: load()'s input_shapes / layout (--input-shape, --layout) for an ONNX
     model; an ONNX model is keyed by its loaded graph's sha256, which covers them and its
-    external data files (the .onnx bytes alone do not).
+    external data files (the .onnx bytes alone do not). optimize: the compile goal
+    (kiln.compiler.compile's; None: its default), part of the key.
 
     A cached project is created and built in a staging folder and renamed into place
     (kiln.compiler.cache): Ctrl-C or a crash leaves no entry, never a half-built one, and
     concurrent runs wait for the one building it and share it."""
     target = Path(target)
     if target.is_dir():
-        if tuning_records is not None:
-            raise InputError(f"{target} is a project, compiled already: pass --tuning-records "
+        if tuning_records is not None or optimize is not None:
+            given = "--tuning-records" if tuning_records is not None else "--optimize"
+            raise InputError(f"{target} is a project, compiled already: pass {given} "
                              f"to `kiln project create`, or give the model file")
         _refuse_model_options(target, model_options)
         if not (target / MANIFEST).exists():
@@ -148,16 +153,19 @@ def host_driven_project(target: str | Path, board: Any, cache: Path | None = Non
     # The board by name and by its facts: a board file (a path, KILN_BOARD_PATH) may
     # change under the same name; its digest keys the entry.
     spec = get_board(board)
+    goal = optimize or DEFAULT_OPTIMIZE
+    suffix = tuned + ("" if goal == DEFAULT_OPTIMIZE else f"-{goal}")
     out = (cache or cache_root()) / (f"{label}-{model_hash}-{spec.name}-{board_digest(spec)}-"
-                                     f"{_sources_digest()}{tuned}")
+                                     f"{_sources_digest()}{suffix}")
 
     def build(staging: Path) -> None:
         model: Any = str(target)
-        options: dict[str, Any] = {"tuning_records": tuning_records}
+        options: dict[str, Any] = {"tuning_records": tuning_records, "optimize": goal}
         if graph is not None:       # compiled from the graph loaded with its options
             from kiln.compiler import compile as kiln_compile
 
-            model = kiln_compile(graph, board=spec, tuning_records=tuning_records)
+            model = kiln_compile(graph, board=spec, tuning_records=tuning_records,
+                                 optimize=goal)
             options = {}
         project = create_project(model, board=spec, out_dir=staging,
                                  mode="host-driven", force=True, **options)
@@ -250,7 +258,8 @@ def _host_driven(args: argparse.Namespace) -> Project:
 
     records = getattr(args, "tuning_records", None)
     project = host_driven_project(args.model, args.board, tuning_records=records,
-                                  model_options=model_options(args))
+                                  model_options=model_options(args),
+                                  optimize=getattr(args, "optimize", None))
     note = tuning_note(project.manifest) if records else None
     if note:
         print(note)

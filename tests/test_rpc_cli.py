@@ -61,3 +61,26 @@ def test_bad_port_or_numbers_are_one_line(project_dir, argv, message, capsys):
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err
+
+
+def test_optimize_reaches_the_cached_project_and_is_refused_on_a_folder(project_dir, tmp_path,
+                                                                      capsys):
+    """`kiln profile --optimize speed` profiled the default build: the goal keys the cached
+    project and reaches the compile; a project folder, compiled already, refuses it."""
+    from tflite_builder import TensorSpec, single_op_model
+
+    x = TensorSpec((1, 4, 4, 8), scale=0.05, zero_point=-10)
+    y = TensorSpec((1, 4, 4, 8), scale=0.03, zero_point=5)
+    out = TensorSpec((1, 4, 4, 8), scale=0.07, zero_point=-2)
+    model = tmp_path / "add.tflite"
+    model.write_bytes(single_op_model("ADD", [x, y], [out]))
+    cache = tmp_path / "cache"
+    speed = host_driven_project(model, "host", cache=cache, optimize="speed")
+    default = host_driven_project(model, "host", cache=cache)
+    assert speed.path != default.path
+    assert speed.manifest["optimize"] == "speed"
+    assert default.manifest["optimize"] == "balanced"
+    assert main(["profile", str(project_dir), "--optimize", "speed"]) == 2
+    assert "pass --optimize to `kiln project create`" in capsys.readouterr().err
+    assert main(["run", str(project_dir), "--optimize", "speed"]) == 2
+    assert "pass --optimize to `kiln project create`" in capsys.readouterr().err
