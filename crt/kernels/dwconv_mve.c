@@ -22,6 +22,45 @@ int32_t kiln_dwconv2d_mve_s8_get_buffer_size(const kiln_dims_t *input_dims,
 #define KILN_DW_ASM 0
 #endif
 
+#if KILN_DW_ASM
+/* The pieces of the tap loop's asm (accumulate_taps): eight channels of one tap (x0, w0)
+ * or of a pair of taps (x0, w0 and x1, w1) as int16 products, widened into the int32
+ * sums LO (even lanes) and HI (odd lanes); X and W: the address offsets of the channels
+ * (", #8" and the filter's half, ", #%c[fh]", for the upper eight of sixteen). */
+#define DW_TAP(X, W, LO, HI)                                                                \
+    "vldrb.s16 q0, [%[x0]" X "]\n\t"                                                        \
+    "vldrb.s16 q1, [%[w0]" W "]\n\t"                                                        \
+    "vmul.i16 q0, q0, q1\n\t"                                                                \
+    DW_WIDEN(LO, HI)
+#define DW_TAP_PAIR(X, W, LO, HI)                                                           \
+    "vldrb.s16 q0, [%[x0]" X "]\n\t"                                                        \
+    "vldrb.s16 q1, [%[w0]" W "]\n\t"                                                        \
+    "vmul.i16 q0, q0, q1\n\t"                                                                \
+    "vldrb.s16 q1, [%[x1]" X "]\n\t"                                                        \
+    "vldrb.s16 q2, [%[w1]" W "]\n\t"                                                        \
+    "vmul.i16 q1, q1, q2\n\t"                                                                \
+    "vadd.i16 q0, q0, q1\n\t"                                                                \
+    DW_WIDEN(LO, HI)
+#define DW_WIDEN(LO, HI)                                                                    \
+    "vmovlb.s16 q1, q0\n\t"                                                                  \
+    "vadd.i32 %q[" LO "], %q[" LO "], q1\n\t"                                                  \
+    "vmovlt.s16 q0, q0\n\t"                                                                  \
+    "vadd.i32 %q[" HI "], %q[" HI "], q0\n\t"
+/* The pair loop around them: the taps' two addresses from the table, then the weights
+ * a pair of taps on. */
+#define DW_PAIRS_HEAD                                                                       \
+    "wls lr, %[n], 2f\n"                                                                     \
+    "1:\n\t"                                                                                 \
+    "ldrd %[x0], %[x1], [%[tab]], #8\n\t"                                                   \
+    "add %[x0], %[x0], %[base]\n\t"                                                          \
+    "add %[x1], %[x1], %[base]\n\t"
+#define DW_PAIRS_TAIL                                                                       \
+    "add %[w0], %[w0], %[step]\n\t"                                                          \
+    "add %[w1], %[w1], %[step]\n\t"                                                          \
+    "le lr, 1b\n"                                                                            \
+    "2:\n"
+#endif
+
 /* Requantize -> + output_offset -> clamp four lanes of sums that start at the
  * folded bias, and store them as bytes at out + offsets (VSTRB.32 scatter,
  * `pred` the lanes kept where `predicated`). */
@@ -93,63 +132,15 @@ KILN_MVE_INLINE void channels(int8_t *out, const int8_t *const *taps, const int8
         const int32_t step = 2 * stride, n = n_taps / 2;
         uint32_t x0, x1;
         if (wide) {
-            __asm__ volatile("wls lr, %[n], 2f\n"
-                             "1:\n\t"
-                             "ldrd %[x0], %[x1], [%[tab]], #8\n\t"
-                             "add %[x0], %[x0], %[base]\n\t"
-                             "add %[x1], %[x1], %[base]\n\t"
-                             "vldrb.s16 q0, [%[x0]]\n\t"
-                             "vldrb.s16 q1, [%[w0]]\n\t"
-                             "vmul.i16 q0, q0, q1\n\t"
-                             "vldrb.s16 q1, [%[x1]]\n\t"
-                             "vldrb.s16 q2, [%[w1]]\n\t"
-                             "vmul.i16 q1, q1, q2\n\t"
-                             "vadd.i16 q0, q0, q1\n\t"
-                             "vmovlb.s16 q1, q0\n\t"
-                             "vadd.i32 %q[a], %q[a], q1\n\t"
-                             "vmovlt.s16 q0, q0\n\t"
-                             "vadd.i32 %q[b], %q[b], q0\n\t"
-                             "vldrb.s16 q0, [%[x0], #8]\n\t"
-                             "vldrb.s16 q1, [%[w0], #%c[fh]]\n\t"
-                             "vmul.i16 q0, q0, q1\n\t"
-                             "vldrb.s16 q1, [%[x1], #8]\n\t"
-                             "vldrb.s16 q2, [%[w1], #%c[fh]]\n\t"
-                             "vmul.i16 q1, q1, q2\n\t"
-                             "vadd.i16 q0, q0, q1\n\t"
-                             "vmovlb.s16 q1, q0\n\t"
-                             "vadd.i32 %q[c], %q[c], q1\n\t"
-                             "vmovlt.s16 q0, q0\n\t"
-                             "vadd.i32 %q[d], %q[d], q0\n\t"
-                             "add %[w0], %[w0], %[step]\n\t"
-                             "add %[w1], %[w1], %[step]\n\t"
-                             "le lr, 1b\n"
-                             "2:\n"
+            __asm__ volatile(DW_PAIRS_HEAD DW_TAP_PAIR("", "", "a", "b")
+                             DW_TAP_PAIR(", #8", ", #%c[fh]", "c", "d") DW_PAIRS_TAIL
                              : [a] "+w"(a), [b] "+w"(b), [c] "+w"(cc), [d] "+w"(d),
                                [tab] "+r"(table), [w0] "+l"(w), [w1] "+l"(w1),
                                [x0] "=&l"(x0), [x1] "=&l"(x1)
                              : [n] "r"(n), [base] "r"(base), [step] "r"(step), [fh] "i"(fh)
                              : "lr", "q0", "q1", "q2", "memory");
         } else {
-            __asm__ volatile("wls lr, %[n], 2f\n"
-                             "1:\n\t"
-                             "ldrd %[x0], %[x1], [%[tab]], #8\n\t"
-                             "add %[x0], %[x0], %[base]\n\t"
-                             "add %[x1], %[x1], %[base]\n\t"
-                             "vldrb.s16 q0, [%[x0]]\n\t"
-                             "vldrb.s16 q1, [%[w0]]\n\t"
-                             "vmul.i16 q0, q0, q1\n\t"
-                             "vldrb.s16 q1, [%[x1]]\n\t"
-                             "vldrb.s16 q2, [%[w1]]\n\t"
-                             "vmul.i16 q1, q1, q2\n\t"
-                             "vadd.i16 q0, q0, q1\n\t"
-                             "vmovlb.s16 q1, q0\n\t"
-                             "vadd.i32 %q[a], %q[a], q1\n\t"
-                             "vmovlt.s16 q0, q0\n\t"
-                             "vadd.i32 %q[b], %q[b], q0\n\t"
-                             "add %[w0], %[w0], %[step]\n\t"
-                             "add %[w1], %[w1], %[step]\n\t"
-                             "le lr, 1b\n"
-                             "2:\n"
+            __asm__ volatile(DW_PAIRS_HEAD DW_TAP_PAIR("", "", "a", "b") DW_PAIRS_TAIL
                              : [a] "+w"(a), [b] "+w"(b), [tab] "+r"(table), [w0] "+l"(w),
                                [w1] "+l"(w1), [x0] "=&l"(x0), [x1] "=&l"(x1)
                              : [n] "r"(n), [base] "r"(base), [step] "r"(step)
@@ -160,31 +151,12 @@ KILN_MVE_INLINE void channels(int8_t *out, const int8_t *const *taps, const int8
             /* the last, odd, tap */
             x0 = (uint32_t)table[0] + base;
             if (wide) {
-                __asm__ volatile("vldrb.s16 q0, [%[x0]]\n\t"
-                                 "vldrb.s16 q1, [%[w0]]\n\t"
-                                 "vmul.i16 q0, q0, q1\n\t"
-                                 "vmovlb.s16 q1, q0\n\t"
-                                 "vadd.i32 %q[a], %q[a], q1\n\t"
-                                 "vmovlt.s16 q0, q0\n\t"
-                                 "vadd.i32 %q[b], %q[b], q0\n\t"
-                                 "vldrb.s16 q0, [%[x0], #8]\n\t"
-                                 "vldrb.s16 q1, [%[w0], #%c[fh]]\n\t"
-                                 "vmul.i16 q0, q0, q1\n\t"
-                                 "vmovlb.s16 q1, q0\n\t"
-                                 "vadd.i32 %q[c], %q[c], q1\n\t"
-                                 "vmovlt.s16 q0, q0\n\t"
-                                 "vadd.i32 %q[d], %q[d], q0\n"
+                __asm__ volatile(DW_TAP("", "", "a", "b") DW_TAP(", #8", ", #%c[fh]", "c", "d")
                                  : [a] "+w"(a), [b] "+w"(b), [c] "+w"(cc), [d] "+w"(d)
                                  : [x0] "l"(x0), [w0] "l"(w), [fh] "i"(fh)
                                  : "q0", "q1", "memory");
             } else {
-                __asm__ volatile("vldrb.s16 q0, [%[x0]]\n\t"
-                                 "vldrb.s16 q1, [%[w0]]\n\t"
-                                 "vmul.i16 q0, q0, q1\n\t"
-                                 "vmovlb.s16 q1, q0\n\t"
-                                 "vadd.i32 %q[a], %q[a], q1\n\t"
-                                 "vmovlt.s16 q0, q0\n\t"
-                                 "vadd.i32 %q[b], %q[b], q0\n"
+                __asm__ volatile(DW_TAP("", "", "a", "b")
                                  : [a] "+w"(a), [b] "+w"(b)
                                  : [x0] "l"(x0), [w0] "l"(w)
                                  : "q0", "q1", "memory");
