@@ -69,7 +69,9 @@ int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims)
  * pairs, and the tile's last pixel: last (0: the tile is even; 1: odd, its ring
  * short; 2: odd) and its bias (in a short ring the pixel's third taps are the
  * zero point the ring does not hold: bias + input_offset * the sum of its w0 and
- * w1 only, bias_short).
+ * w1 only, bias_short); whether the tile's pairs are odd, and the bytes from this
+ * channel's plane to the next one's (its px2_chan_t next in the array, its
+ * output one byte pair on), 0 for the pass's last channel.
  */
 typedef struct {
     uint32_t w[10];
@@ -81,6 +83,8 @@ typedef struct {
     uint32_t last;
     int32_t last_bias;
     int32_t bias_short;
+    uint32_t odd_pairs;         /* the tile's pairs are odd */
+    uint32_t next;              /* bytes to the next channel's plane; 0: the last */
 } px2_chan_t;
 
 /*
@@ -124,60 +128,77 @@ static KILN_ALWAYS_INLINE uint32_t px2_load(const int8_t *x, int32_t lanes)
 
 /*
  * The line loop in assembly for the full-range RELU at the output zero point -128
- * (MLPerf Tiny's layers): fourteen registers live (the six weight pairs, two
- * accumulators, three plane words, the plane, the output and its end), 29
- * instructions a pair of pixels (18 MACs), then an odd tile's last pixel.
- * Arguments: plane (word 0 of slot 0), out, w (the six weight pairs of slots 0..2:
- * a0 b0 a1 b1 a2 b2) and k = &ch->multiplier2 (px2_chan_t). Without TFLite's
- * rounding correction of a negative product r: then both r >> right_shift and its
- * corrected twin are <= -1, so 2 * that + k (k = 1 + 2 * -128) halves to below
- * -128 either way and SSAT makes it -128.
+ * (MLPerf Tiny's layers), every channel of a pass: fourteen registers live (the six
+ * weight pairs, two accumulators, three plane words, the plane, the output and its
+ * end), 28.5 instructions a pair of pixels (18 MACs, two pairs an iteration), then
+ * an odd tile's last pixel. Arguments: plane (the first channel's, word 0 of slot
+ * 0), out, rot (bytes from w[0] to the line's rotation, 8 * rot) and ch (the pass's
+ * first px2_chan_t). Without TFLite's rounding correction of a negative product r:
+ * then both r >> right_shift and its corrected twin are <= -1, so 2 * that + k
+ * (k = 1 + 2 * -128) halves to below -128 either way and SSAT makes it -128.
  */
+#define PX2_PAIR                                                                 \
+    "ldrd r10, r11, [sp, #12]\n\t"      /* bias, bias */                         \
+    "ldm r0!, {r3, r12, lr}\n\t"        /* word j of slots 0, 1, 2 */            \
+    "smlad r10, r3, r4, r10\n\t"                                                 \
+    "smlatb r11, r3, r4, r11\n\t"                                                \
+    "smlad r10, r12, r6, r10\n\t"                                                \
+    "smlatb r11, r12, r6, r11\n\t"                                               \
+    "smlad r10, lr, r8, r10\n\t"                                                 \
+    "smlatb r11, lr, r8, r11\n\t"                                                \
+    "ldm r0, {r3, r12, lr}\n\t"         /* word j + 1 */                         \
+    "smlabt r10, r3, r5, r10\n\t"                                                \
+    "smlad r11, r3, r5, r11\n\t"                                                 \
+    "smlabt r10, r12, r7, r10\n\t"                                               \
+    "smlad r11, r12, r7, r11\n\t"                                                \
+    "smlabt r10, lr, r9, r10\n\t"                                                \
+    "smlad r11, lr, r9, r11\n\t"                                                 \
+    "ldm sp, {r3, r12, lr}\n\t"         /* multiplier2, rsk, step */             \
+    "smmlar r10, r10, r3, r10\n\t"                                               \
+    "smmlar r11, r11, r3, r11\n\t"                                               \
+    "asr r10, r10, r12\n\t"                                                      \
+    "asr r11, r11, r12\n\t"                                                      \
+    "add r10, r10, r12, asr #8\n\t"                                              \
+    "add r11, r11, r12, asr #8\n\t"                                              \
+    "ssat r10, #8, r10, asr #1\n\t"                                              \
+    "ssat r11, #8, r11, asr #1\n\t"                                              \
+    "strb r10, [r1]\n\t"                                                         \
+    "strb r11, [r1, lr]\n\t"                                                     \
+    "add r1, r1, lr, lsl #1\n\t"
+
 PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_t *out,
-                                    PX2_ARG const uint32_t *w, PX2_ARG const uint32_t *k)
+                                    PX2_ARG uint32_t rot, PX2_ARG const px2_chan_t *ch)
 {
     __asm__ volatile(
-        "push {r3-r11, lr}\n\t"             /* k at [sp] (20 on below) */
-        "ldm r2, {r4-r9}\n\t"
-        "ldr r2, [r3, #20]\n\t"
+        "push {r4-r11, lr}\n\t"
+        "sub sp, sp, #36\n\t"       /* [sp]: multiplier2, rsk, step, bias, bias, then
+                                     * ch, plane, out, rot */
+        "str r2, [sp, #32]\n\t"
+        "0:\n\t"
+        "strd r0, r1, [sp, #24]\n\t"
+        "str r3, [sp, #20]\n\t"
+        "add r2, r2, r3\n\t"
+        "ldm r2, {r4-r9}\n\t"               /* a0 b0 a1 b1 a2 b2 */
+        "ldr r2, [r3, #60]\n\t"
         "add r2, r2, r1\n\t"                /* the pairs' end */
+        "add r3, r3, #40\n\t"
         "ldm r3, {r3, r10, r11, r12, lr}\n\t"
-        "push {r3, r10, r11, r12, lr}\n\t"  /* [sp]: multiplier2, rsk, step, bias, bias */
+        "stm sp, {r3, r10, r11, r12, lr}\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "ldr r3, [r3, #76]\n\t"             /* odd_pairs */
         "cmp r1, r2\n\t"
         "beq 2f\n\t"
+        "cmp r3, #0\n\t"
+        "bne 5f\n\t"
         "1:\n\t"
-        "ldrd r10, r11, [sp, #12]\n\t"
-        "ldm r0!, {r3, r12, lr}\n\t"        /* word j of slots 0, 1, 2 */
-        "smlad r10, r3, r4, r10\n\t"
-        "smlatb r11, r3, r4, r11\n\t"
-        "smlad r10, r12, r6, r10\n\t"
-        "smlatb r11, r12, r6, r11\n\t"
-        "smlad r10, lr, r8, r10\n\t"
-        "smlatb r11, lr, r8, r11\n\t"
-        "ldm r0, {r3, r12, lr}\n\t"         /* word j + 1 */
-        "smlabt r10, r3, r5, r10\n\t"
-        "smlad r11, r3, r5, r11\n\t"
-        "smlabt r10, r12, r7, r10\n\t"
-        "smlad r11, r12, r7, r11\n\t"
-        "smlabt r10, lr, r9, r10\n\t"
-        "smlad r11, lr, r9, r11\n\t"
-        "ldm sp, {r3, r12, lr}\n\t"         /* multiplier2, rsk, step */
-        "smmlar r10, r10, r3, r10\n\t"
-        "smmlar r11, r11, r3, r11\n\t"
-        "asr r10, r10, r12\n\t"
-        "asr r11, r11, r12\n\t"
-        "add r10, r10, r12, asr #8\n\t"
-        "add r11, r11, r12, asr #8\n\t"
-        "ssat r10, #8, r10, asr #1\n\t"
-        "ssat r11, #8, r11, asr #1\n\t"
-        "strb r10, [r1]\n\t"
-        "strb r11, [r1, lr]\n\t"
-        "add r1, r1, lr, lsl #1\n\t"
+        PX2_PAIR
+        "5:\n\t"
+        PX2_PAIR
         "cmp r1, r2\n\t"
         "bne 1b\n\t"
         "2:\n\t"
         "ldr r3, [sp, #20]\n\t"
-        "ldrd r10, r12, [r3, #24]\n\t"      /* last, last_bias */
+        "ldrd r10, r12, [r3, #64]\n\t"      /* last, last_bias */
         "cmp r10, #0\n\t"
         "beq 4f\n\t"
         "ldm r0, {r3, r11, lr}\n\t"         /* word j of slots 0, 1, 2 */
@@ -199,9 +220,21 @@ PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_
         "ssat r12, #8, r12, asr #1\n\t"
         "strb r12, [r1]\n\t"
         "4:\n\t"
-        "add sp, sp, #24\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "ldr r2, [r3, #80]\n\t"             /* next */
+        "cmp r2, #0\n\t"
+        "beq 6f\n\t"
+        "ldrd r0, r1, [sp, #24]\n\t"
+        "add r0, r0, r2\n\t"
+        "add r1, r1, #2\n\t"
+        "add r3, r3, #84\n\t"               /* sizeof (px2_chan_t) */
+        "ldr r2, [sp, #32]\n\t"
+        "b 0b\n\t"
+        "6:\n\t"
+        "add sp, sp, #36\n\t"
         "pop {r4-r11, pc}\n\t");
 }
+#undef PX2_PAIR
 
 /*
  * The image words of px2_fill (four channels a pixel): x (the first word's first
@@ -254,15 +287,24 @@ static KILN_ALWAYS_INLINE void px2_widen(uint32_t v0, uint32_t v1, int odd, uint
     *hi = (e0 >> 16) | (e1 & 0xffff0000u);
 }
 
-/* Where the image falls in a tile's ring line: words [m_lo, m_hi) hold two image
- * pixels; lo_part: word m_lo - 1 holds (zero point, image pixel at x_lo);
- * hi_part: word m_hi holds (image pixel at x_hi, zero point); every other word
- * the zero point twice, whatever the line (px2_tile writes them once a tile). x:
- * input bytes from the line's pixel 0 (at channel c) to word m_lo's first pixel. */
+/* A tile's fill: where the image falls in a ring line, and what every fill of the
+ * tile shares. Words [m_lo, m_hi) hold two image pixels; lo_part: word m_lo - 1
+ * holds (zero point, image pixel at x_lo); hi_part: word m_hi holds (image pixel
+ * at x_hi, zero point); every other word the zero point twice, whatever the line
+ * (px2_tile writes them once a tile). x: input bytes from the line's pixel 0 (at
+ * the block's channel c) to word m_lo's first pixel. */
 typedef struct {
+    const px2_layer_t *g;
+    const int8_t *image;        /* the batch's image at the block's first channel */
+    uint32_t *ring;
     int32_t words, m_lo, m_hi;
     int lo_part, hi_part;
+    int32_t lanes;
+    int odd;                    /* the pass's SXTB16 lanes: bytes 1 and 3 */
+    uint32_t zp4;               /* the input zero point in every byte */
+    size_t hi_off;              /* words from the lo plane to the hi one */
     size_t x, x_lo, x_hi;
+    uint32_t args[2];           /* px2_fill_even / _odd's: step, 4 * hi_off */
 } px2_plan_t;
 
 static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
@@ -271,58 +313,61 @@ static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
     const int32_t pad = g->len_pad - g->x0;
     const int32_t lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
     const int32_t hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
+    f->g = g;
     f->words = g->cols / 2;
     f->m_lo = (lo + 1) / 2;
     f->m_hi = kiln_max_i32(hi / 2, f->m_lo);
     f->lo_part = (lo & 1) && lo < hi;
     f->hi_part = (hi & 1) && lo < hi;     /* never lo_part's word: that has hi even */
+    f->hi_off = 3 * (size_t)f->words;
     f->x = (size_t)kiln_max_i32(2 * f->m_lo - pad, 0) * g->in_pix;
     f->x_lo = (size_t)kiln_max_i32(lo - pad, 0) * g->in_pix;
     f->x_hi = (size_t)kiln_max_i32(hi - 1 - pad, 0) * g->in_pix;
+    f->args[0] = (uint32_t)g->in_pix;
+    f->args[1] = (uint32_t)(4 * f->hi_off);
 }
 
 /*
- * Input line iy of the pass's two channels (the SXTB16 lanes `odd` of the words of
- * the block at c, image at the batch) into ring slot `slot` of both planes (the
- * second 3 * words on): the words the plan gives the image (a padding line: every
- * word the zero point, zp2 its int16 pair).
+ * Input line iy of the pass's two channels into ring slot `slot` of both planes:
+ * the words the plan gives the image (a padding line: every word the zero point).
  */
-static KILN_NOINLINE void px2_fill(const px2_layer_t *g, const px2_plan_t *f,
-                                   const int8_t *image, int32_t lanes, int odd, int32_t iy,
-                                   uint32_t zp4, uint32_t *ring, int32_t slot)
+static KILN_NOINLINE void px2_fill(const px2_plan_t *f, int32_t iy, int32_t slot)
 {
-    const size_t hi_off = 3 * (size_t)f->words;
-    const uint32_t zp2 = kiln_sxtb16(zp4);
-    uint32_t *q = ring + slot;
-    if (iy < 0 || iy >= g->in_lines) {
+    const size_t hi_off = f->hi_off;
+    const uint32_t zp4 = f->zp4;
+    uint32_t *q = f->ring + slot;
+    if (iy < 0 || iy >= f->g->in_lines) {
+        const uint32_t zp2 = kiln_sxtb16(zp4);
         for (int32_t m = 0; m < f->words; ++m, q += 3) {
             q[0] = zp2;
             q[hi_off] = zp2;
         }
         return;
     }
-    const int8_t *line = image + (size_t)iy * g->in_line;
+    const int32_t lanes = f->lanes;
+    const int odd = f->odd;
+    const int8_t *line = f->image + (size_t)iy * f->g->in_line;
     if (f->lo_part) {
-        px2_widen(zp4, px2_load(line + f->x_lo, lanes), odd, &q[3 * (f->m_lo - 1)],
-                  &q[3 * (f->m_lo - 1) + hi_off]);
+        uint32_t *r = q + 3 * (f->m_lo - 1);
+        px2_widen(zp4, px2_load(line + f->x_lo, lanes), odd, &r[0], &r[hi_off]);
     }
     if (f->hi_part) {
-        px2_widen(px2_load(line + f->x_hi, lanes), zp4, odd, &q[3 * f->m_hi],
-                  &q[3 * f->m_hi + hi_off]);
+        uint32_t *r = q + 3 * f->m_hi;
+        px2_widen(px2_load(line + f->x_hi, lanes), zp4, odd, &r[0], &r[hi_off]);
     }
     if (f->m_hi == f->m_lo) {
         return;
     }
-    const size_t step = g->in_pix;
     const int8_t *x = line + f->x;
     q += 3 * (size_t)f->m_lo;
 #if defined(PX2_ASM)
     if (lanes == 4) {
-        const uint32_t args[2] = {(uint32_t)step, (uint32_t)(4 * hi_off)};
-        (odd ? px2_fill_odd : px2_fill_even)(x, q, q + 3 * (size_t)(f->m_hi - f->m_lo), args);
+        (odd ? px2_fill_odd : px2_fill_even)(x, q, q + 3 * (size_t)(f->m_hi - f->m_lo),
+                                             f->args);
         return;
     }
 #endif
+    const size_t step = f->g->in_pix;
     for (int32_t m = f->m_lo; m < f->m_hi; ++m, q += 3, x += 2 * step) {
         px2_widen(px2_load(x, lanes), px2_load(x + step, lanes), odd, &q[0], &q[hi_off]);
     }
@@ -399,7 +444,12 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     const int32_t pairs = g->tw / 2;
     px2_plan_t f;
     px2_plan(g, &f);
-    const size_t plane_words = 3 * (size_t)f.words;
+    f.image = image;
+    f.ring = ring;
+    f.lanes = lanes;
+    f.odd = odd;
+    f.zp4 = zp4;
+    const size_t plane_words = f.hi_off;
     /* The words no image pixel reaches: the zero point in every slot of both planes. */
     const uint32_t zp2 = kiln_sxtb16(zp4);
     for (int32_t m = 0; m < f.words; ++m) {
@@ -410,37 +460,55 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
             }
         }
     }
+#if defined(PX2_ASM)
+    const int32_t n_c = relu ? 0 : n;       /* the channels the C loop runs */
+#else
+    const int32_t n_c = n;
     (void)relu;
-    /* held[k]: the input line in ring slot k (lines below -3 never are). */
+#endif
+    /* held[k]: the input line in ring slot k (lines below -3 never are). At vertical
+     * stride 1 each line after the first brings one new input line. */
     int32_t held[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
     int32_t iy0 = -g->line_pad;
+    /* Input line iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 lines). */
+    int32_t slot0 = (iy0 + 3) % 3;
+    const int stride1 = g->line_stride == 1;
+    if (stride1) {
+        px2_fill(&f, iy0, slot0);
+        px2_fill(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1);
+    }
     for (int32_t oy = 0; oy < g->out_lines; ++oy, iy0 += g->line_stride, out += g->out_line) {
-        /* Input line iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 lines). */
-        const int32_t slot0 = (iy0 + 3) % 3;
-        for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
-            if (held[slot] != iy0 + ky) {
-                px2_fill(g, &f, image, lanes, odd, iy0 + ky, zp4, ring, slot);
-                held[slot] = iy0 + ky;
+        if (stride1) {
+            px2_fill(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1);
+        } else {
+            slot0 = (iy0 + 3) % 3;
+            for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
+                if (held[slot] != iy0 + ky) {
+                    px2_fill(&f, iy0 + ky, slot);
+                    held[slot] = iy0 + ky;
+                }
             }
         }
         /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
         const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
-        for (int32_t i = 0; i < n; ++i) {
+#if defined(PX2_ASM)
+        if (relu) {
+            px2_line_relu(ring, out, 8u * (uint32_t)rot, ch);
+        }
+#endif
+        for (int32_t i = 0; i < n_c; ++i) {
             const uint32_t *plane = ring + (size_t)i * plane_words;
             const uint32_t *w = ch[i].w + 2 * rot;
             int8_t *o = out + 2 * i;
-#if defined(PX2_ASM)
-            if (relu) {
-                px2_line_relu(plane, o, w, (const uint32_t *)&ch[i].multiplier2);
-                continue;
-            }
-#endif
             px2_line_c(plane, w, &ch[i], o, pairs, act_min, act_max);
             if (g->tw & 1) {
                 px2_last(plane + 3 * (size_t)pairs, w, &ch[i],
                          o + (size_t)(2 * pairs) * g->out_pix, ch[i].last == 1, act_min,
                          act_max);
             }
+        }
+        if (stride1) {
+            slot0 = slot0 == 2 ? 0 : slot0 + 1;
         }
     }
 }
@@ -580,6 +648,8 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
                         ch[i].pair_bytes = (uint32_t)(g.tw / 2) * 2u * (uint32_t)g.out_pix;
                         ch[i].last = last;
                         ch[i].last_bias = last == 1 ? ch[i].bias_short : ch[i].bias[0];
+                        ch[i].odd_pairs = (uint32_t)(g.tw / 2) & 1u;
+                        ch[i].next = i + 1 < n ? 4u * 3u * (uint32_t)(g.cols / 2) : 0u;
                     }
                     int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)(c + j);
                     px2_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
