@@ -237,17 +237,58 @@ PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_
 #undef PX2_PAIR
 
 /*
- * The image words of px2_fill (four channels a pixel): x (the first word's first
- * pixel), q (its lo plane word), end (q past the last), args = {input bytes from
- * a pixel to the next, bytes from the lo to the hi plane}; 11 instructions a word
- * (two pixels of two channels). Bytes 0 and 2 (px2_fill_even) or 1 and 3
- * (px2_fill_odd) of each pixel's word. Runs at least one word.
+ * px2_fill for a block of four channels: line (the input line at the block's first
+ * channel; NULL: a padding line), q (ring slot's word 0 of the lo plane) and the
+ * tile's plan words a (px2_plan_t). Bytes 0 and 2 (px2_fill_even) or 1 and 3
+ * (px2_fill_odd) of each pixel's word; 11 instructions a word of two pixels of the
+ * two channels.
  */
 #define PX2_FILL_ASM(ror)                                                        \
     __asm__ volatile(                                                            \
-        "push {r4-r8, lr}\n\t"                                                   \
-        "ldrd r8, r12, [r3]\n\t"            /* step, hi plane offset */          \
+        "push {r4-r9, lr}\n\t"                                                   \
+        "ldrd r8, r12, [r2]\n\t"            /* step, hi plane offset */          \
+        "ldr r9, [r2, #40]\n\t"             /* the zero point's int16 pair */    \
+        "cmp r0, #0\n\t"                                                         \
+        "bne 1f\n\t"                                                             \
+        "ldr r3, [r2, #8]\n\t"              /* a padding line: every word */     \
+        "add r3, r3, r1\n\t"                                                     \
+        "0:\n\t"                                                                 \
+        "str r9, [r1, r12]\n\t"                                                  \
+        "str r9, [r1], #12\n\t"                                                  \
+        "cmp r1, r3\n\t"                                                         \
+        "bne 0b\n\t"                                                             \
+        "pop {r4-r9, pc}\n\t"                                                    \
         "1:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #24]\n\t"        /* lo_part: (zero point, pixel) */   \
+        "cmp r3, #0\n\t"                                                         \
+        "blt 2f\n\t"                                                             \
+        "ldr r4, [r0, r4]\n\t"                                                   \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "pkhbt r6, r9, r4, lsl #16\n\t"                                          \
+        "pkhbt r7, r9, r4\n\t"                                                   \
+        "add r3, r3, r1\n\t"                                                     \
+        "str r7, [r3, r12]\n\t"                                                  \
+        "str r6, [r3]\n\t"                                                       \
+        "2:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #32]\n\t"        /* hi_part: (pixel, zero point) */   \
+        "cmp r3, #0\n\t"                                                         \
+        "blt 3f\n\t"                                                             \
+        "ldr r4, [r0, r4]\n\t"                                                   \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "pkhbt r6, r4, r9, lsl #16\n\t"                                          \
+        "pkhtb r7, r9, r4, asr #16\n\t"                                          \
+        "add r3, r3, r1\n\t"                                                     \
+        "str r7, [r3, r12]\n\t"                                                  \
+        "str r6, [r3]\n\t"                                                       \
+        "3:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #12]\n\t"        /* the image words' offsets in q */  \
+        "cmp r3, r4\n\t"                                                         \
+        "beq 9f\n\t"                                                             \
+        "ldr r5, [r2, #20]\n\t"                                                  \
+        "add r0, r0, r5\n\t"                                                     \
+        "add r2, r1, r4\n\t"                                                     \
+        "add r1, r1, r3\n\t"                                                     \
+        "4:\n\t"                                                                 \
         "ldr r4, [r0]\n\t"                                                       \
         "ldr r5, [r0, r8]\n\t"                                                   \
         "add r0, r0, r8, lsl #1\n\t"                                             \
@@ -258,17 +299,18 @@ PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_
         "str r7, [r1, r12]\n\t"                                                  \
         "str r6, [r1], #12\n\t"                                                  \
         "cmp r1, r2\n\t"                                                         \
-        "bne 1b\n\t"                                                             \
-        "pop {r4-r8, pc}\n\t")
+        "bne 4b\n\t"                                                             \
+        "9:\n\t"                                                                 \
+        "pop {r4-r9, pc}\n\t")
 
-PX2_NAKED static void px2_fill_even(PX2_ARG const int8_t *x, PX2_ARG uint32_t *q,
-                                    PX2_ARG const uint32_t *end, PX2_ARG const uint32_t *args)
+PX2_NAKED static void px2_fill_even(PX2_ARG const int8_t *line, PX2_ARG uint32_t *q,
+                                    PX2_ARG const uint32_t *a)
 {
     PX2_FILL_ASM("");
 }
 
-PX2_NAKED static void px2_fill_odd(PX2_ARG const int8_t *x, PX2_ARG uint32_t *q,
-                                   PX2_ARG const uint32_t *end, PX2_ARG const uint32_t *args)
+PX2_NAKED static void px2_fill_odd(PX2_ARG const int8_t *line, PX2_ARG uint32_t *q,
+                                   PX2_ARG const uint32_t *a)
 {
     PX2_FILL_ASM(", ror #8");
 }
@@ -304,7 +346,10 @@ typedef struct {
     uint32_t zp4;               /* the input zero point in every byte */
     size_t hi_off;              /* words from the lo plane to the hi one */
     size_t x, x_lo, x_hi;
-    uint32_t args[2];           /* px2_fill_even / _odd's: step, 4 * hi_off */
+    /* px2_fill_even / _odd's (bytes): step, 4 * hi_off, a slot's words (12 * words),
+     * the image words' first and end in q (12 * m_lo, 12 * m_hi), x, lo_part's word
+     * in q (-1: none) and x_lo, hi_part's and x_hi, the zero point's int16 pair. */
+    uint32_t a[11];
 } px2_plan_t;
 
 static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
@@ -323,8 +368,16 @@ static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
     f->x = (size_t)kiln_max_i32(2 * f->m_lo - pad, 0) * g->in_pix;
     f->x_lo = (size_t)kiln_max_i32(lo - pad, 0) * g->in_pix;
     f->x_hi = (size_t)kiln_max_i32(hi - 1 - pad, 0) * g->in_pix;
-    f->args[0] = (uint32_t)g->in_pix;
-    f->args[1] = (uint32_t)(4 * f->hi_off);
+    f->a[0] = (uint32_t)g->in_pix;
+    f->a[1] = (uint32_t)(4 * f->hi_off);
+    f->a[2] = 12u * (uint32_t)f->words;
+    f->a[3] = 12u * (uint32_t)f->m_lo;
+    f->a[4] = 12u * (uint32_t)f->m_hi;
+    f->a[5] = (uint32_t)f->x;
+    f->a[6] = f->lo_part ? 12u * (uint32_t)(f->m_lo - 1) : UINT32_MAX;
+    f->a[7] = (uint32_t)f->x_lo;
+    f->a[8] = f->hi_part ? 12u * (uint32_t)f->m_hi : UINT32_MAX;
+    f->a[9] = (uint32_t)f->x_hi;
 }
 
 /*
@@ -360,17 +413,24 @@ static KILN_NOINLINE void px2_fill(const px2_plan_t *f, int32_t iy, int32_t slot
     }
     const int8_t *x = line + f->x;
     q += 3 * (size_t)f->m_lo;
-#if defined(PX2_ASM)
-    if (lanes == 4) {
-        (odd ? px2_fill_odd : px2_fill_even)(x, q, q + 3 * (size_t)(f->m_hi - f->m_lo),
-                                             f->args);
-        return;
-    }
-#endif
     const size_t step = f->g->in_pix;
     for (int32_t m = f->m_lo; m < f->m_hi; ++m, q += 3, x += 2 * step) {
         px2_widen(px2_load(x, lanes), px2_load(x + step, lanes), odd, &q[0], &q[hi_off]);
     }
+}
+
+/* px2_fill, or its assembly twin for a block of four channels. */
+static KILN_ALWAYS_INLINE void px2_fill_line(const px2_plan_t *f, int32_t iy, int32_t slot)
+{
+#if defined(PX2_ASM)
+    if (f->lanes == 4) {
+        const int8_t *line =
+            iy < 0 || iy >= f->g->in_lines ? NULL : f->image + (size_t)iy * f->g->in_line;
+        (f->odd ? px2_fill_odd : px2_fill_even)(line, f->ring + slot, f->a);
+        return;
+    }
+#endif
+    px2_fill(f, iy, slot);
 }
 
 /* The generic line loop: a channel's pairs of a tile's line, plane at word 0 of
@@ -449,16 +509,17 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     f.lanes = lanes;
     f.odd = odd;
     f.zp4 = zp4;
+    f.a[10] = kiln_sxtb16(zp4);
     const size_t plane_words = f.hi_off;
     /* The words no image pixel reaches: the zero point in every slot of both planes. */
     const uint32_t zp2 = kiln_sxtb16(zp4);
-    for (int32_t m = 0; m < f.words; ++m) {
-        if (m < f.m_lo - f.lo_part || m >= f.m_hi + f.hi_part) {
-            for (size_t i = 0; i < 3; ++i) {
-                ring[3 * (size_t)m + i] = zp2;
-                ring[plane_words + 3 * (size_t)m + i] = zp2;
-            }
-        }
+    for (size_t i = 0; i < 3 * (size_t)(f.m_lo - f.lo_part); ++i) {
+        ring[i] = zp2;
+        ring[plane_words + i] = zp2;
+    }
+    for (size_t i = 3 * (size_t)(f.m_hi + f.hi_part); i < plane_words; ++i) {
+        ring[i] = zp2;
+        ring[plane_words + i] = zp2;
     }
 #if defined(PX2_ASM)
     const int32_t n_c = relu ? 0 : n;       /* the channels the C loop runs */
@@ -474,17 +535,17 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     int32_t slot0 = (iy0 + 3) % 3;
     const int stride1 = g->line_stride == 1;
     if (stride1) {
-        px2_fill(&f, iy0, slot0);
-        px2_fill(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1);
+        px2_fill_line(&f, iy0, slot0);
+        px2_fill_line(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1);
     }
     for (int32_t oy = 0; oy < g->out_lines; ++oy, iy0 += g->line_stride, out += g->out_line) {
         if (stride1) {
-            px2_fill(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1);
+            px2_fill_line(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1);
         } else {
             slot0 = (iy0 + 3) % 3;
             for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
                 if (held[slot] != iy0 + ky) {
-                    px2_fill(&f, iy0 + ky, slot);
+                    px2_fill_line(&f, iy0 + ky, slot);
                     held[slot] = iy0 + ky;
                 }
             }
