@@ -240,7 +240,7 @@ PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_
  * px2_fill for a block of four channels: line (the input line at the block's first
  * channel; NULL: a padding line), q (ring slot's word 0 of the lo plane) and the
  * tile's plan words a (px2_plan_t). Bytes 0 and 2 (px2_fill_even) or 1 and 3
- * (px2_fill_odd) of each pixel's word; 11 instructions a word of two pixels of the
+ * (px2_fill_odd) of each pixel's word; 9.5 instructions a word of two pixels of the
  * two channels.
  */
 #define PX2_FILL_ASM(ror)                                                        \
@@ -288,14 +288,37 @@ PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_
         "add r0, r0, r5\n\t"                                                     \
         "add r2, r1, r4\n\t"                                                     \
         "add r1, r1, r3\n\t"                                                     \
-        "4:\n\t"                                                                 \
-        "ldr r4, [r0]\n\t"                                                       \
+        "sub r4, r4, r3\n\t"                /* 12 * words: bit 2 their parity */ \
+        "add r3, r8, r8, lsl #1\n\t"        /* 3 * step */                       \
+        "tst r4, #4\n\t"                                                         \
+        "beq 4f\n\t"                                                             \
+        "ldr r4, [r0]\n\t"                  /* an odd count's first word */      \
         "ldr r5, [r0, r8]\n\t"                                                   \
         "add r0, r0, r8, lsl #1\n\t"                                             \
         "sxtb16 r4, r4" ror "\n\t"                                               \
         "sxtb16 r5, r5" ror "\n\t"                                               \
+        "pkhbt r6, r4, r5, lsl #16\n\t"                                          \
+        "pkhtb r7, r5, r4, asr #16\n\t"                                          \
+        "str r7, [r1, r12]\n\t"                                                  \
+        "str r6, [r1], #12\n\t"                                                  \
+        "cmp r1, r2\n\t"                                                         \
+        "beq 9f\n\t"                                                             \
+        "4:\n\t"                            /* two words (four pixels) a turn */ \
+        "ldr r4, [r0]\n\t"                                                       \
+        "ldr r5, [r0, r8]\n\t"                                                   \
+        "ldr r9, [r0, r8, lsl #1]\n\t"                                           \
+        "ldr lr, [r0, r3]\n\t"                                                   \
+        "add r0, r0, r8, lsl #2\n\t"                                             \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "sxtb16 r5, r5" ror "\n\t"                                               \
         "pkhbt r6, r4, r5, lsl #16\n\t"     /* lo: (pixel 0, pixel 1) */         \
         "pkhtb r7, r5, r4, asr #16\n\t"     /* hi */                             \
+        "str r7, [r1, r12]\n\t"                                                  \
+        "str r6, [r1], #12\n\t"                                                  \
+        "sxtb16 r9, r9" ror "\n\t"                                               \
+        "sxtb16 lr, lr" ror "\n\t"                                               \
+        "pkhbt r6, r9, lr, lsl #16\n\t"                                          \
+        "pkhtb r7, lr, r9, asr #16\n\t"                                          \
         "str r7, [r1, r12]\n\t"                                                  \
         "str r6, [r1], #12\n\t"                                                  \
         "cmp r1, r2\n\t"                                                         \
@@ -601,6 +624,70 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
     s->bias_short = bias[c] + input_offset * sum01;
 }
 
+#if defined(__ARM_FEATURE_DSP)
+/* (lane0(a), lane0(b)) and (lane1(a), lane1(b)). */
+static inline uint32_t px2_pack_lo(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
+{
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+#else
+static inline uint32_t px2_pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xffffu) | (b << 16);
+}
+
+static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
+{
+    return (a >> 16) | (b & 0xffff0000u);
+}
+#endif
+
+/* The same for both channels of pass j of a whole block of four at c (c + j, c + j + 2),
+ * a word of four taps at a time: SXTB16 (lanes j) splits a filter word into the pass's
+ * two channels and PKH regroups them by channel; the sums of the taps as int16 lanes
+ * (|sum| <= 9 * 128). */
+static void px2_setup_pass(const int8_t *filter, const int32_t *bias,
+                           const kiln_requant_packed_t *quant, size_t tap, size_t line,
+                           int32_t input_offset, int32_t k, int32_t c, int j, px2_chan_t *s)
+{
+    uint32_t sum = 0;
+    uint32_t sum01 = 0;
+    for (int32_t ky = 0; ky < 3; ++ky) {
+        const int8_t *f = filter + (size_t)ky * line + (size_t)c;
+        const uint32_t v0 = kiln_load_s8x4(f);
+        const uint32_t v1 = kiln_load_s8x4(f + tap);
+        const uint32_t v2 = kiln_load_s8x4(f + 2 * tap);
+        const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
+        const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
+        const uint32_t e2 = j ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
+        s[0].w[2 * ky] = px2_pack_lo(e0, e1);         /* (w0, w1) */
+        s[0].w[2 * ky + 1] = px2_pack_lo(e1, e2);     /* (w1, w2) */
+        s[1].w[2 * ky] = px2_pack_hi(e0, e1);
+        s[1].w[2 * ky + 1] = px2_pack_hi(e1, e2);
+        const uint32_t e01 = kiln_sadd16(e0, e1);
+        sum01 = kiln_sadd16(sum01, e01);
+        sum = kiln_sadd16(sum, kiln_sadd16(e01, e2));
+    }
+    for (int32_t i = 0; i < 2; ++i, sum >>= 16, sum01 >>= 16) {
+        const int32_t ch = c + j + 2 * i;
+        memcpy(&s[i].w[6], &s[i].w[0], 4 * sizeof s[i].w[0]);
+        const kiln_dw_rq_t rq = kiln_dw_rq_packed(quant, ch);
+        s[i].multiplier2 = rq.multiplier2;
+        s[i].rsk = (uint32_t)rq.right_shift | (uint32_t)k << 8;
+        s[i].bias[0] = s[i].bias[1] = bias[ch] + input_offset * (int16_t)(uint16_t)sum;
+        s[i].bias_short = bias[ch] + input_offset * (int16_t)(uint16_t)sum01;
+    }
+}
+
 /* Both kernels: pairs along x (vertical = 0) or along y (vertical = 1); tiles of
  * the pair axis last to first when reverse (a banded call over its own input). */
 static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
@@ -693,11 +780,15 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
             for (int32_t j = 0; j < 2 && j < lanes; ++j) {
                 px2_chan_t ch[2];
                 const int32_t n = j + 2 < lanes ? 2 : 1;
-                for (int32_t i = 0; i < n; ++i) {
-                    px2_setup(filter, bias, quant, tap, line, p->input_offset, k,
-                              c + j + 2 * i, &ch[i]);
-                    ch[i].step = (uint32_t)g.out_pix;
+                if (lanes == 4) {
+                    px2_setup_pass(filter, bias, quant, tap, line, p->input_offset, k, c, j, ch);
+                } else {
+                    for (int32_t i = 0; i < n; ++i) {
+                        px2_setup(filter, bias, quant, tap, line, p->input_offset, k,
+                                  c + j + 2 * i, &ch[i]);
+                    }
                 }
+                ch[0].step = ch[1].step = (uint32_t)g.out_pix;
                 for (int32_t t = 0; t < tiles; ++t) {
                     const int32_t ti = reverse ? tiles - 1 - t : t;
                     g.x0 = ti * tile;
