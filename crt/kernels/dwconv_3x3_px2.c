@@ -363,6 +363,7 @@ typedef struct {
     const int8_t *image;        /* the batch's image at the block's first channel */
     uint32_t *ring;
     int32_t words, m_lo, m_hi;
+    int32_t pad, lo, hi;        /* ring pixel i is input pixel i - pad; [lo, hi) the image */
     int lo_part, hi_part;
     int32_t lanes;
     int odd;                    /* the pass's SXTB16 lanes: bytes 1 and 3 */
@@ -382,6 +383,9 @@ static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
     const int32_t lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
     const int32_t hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
     f->g = g;
+    f->pad = pad;
+    f->lo = lo;
+    f->hi = hi;
     f->words = g->cols / 2;
     f->m_lo = (lo + 1) / 2;
     f->m_hi = kiln_max_i32(hi / 2, f->m_lo);
@@ -404,41 +408,23 @@ static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
 }
 
 /*
- * Input line iy of the pass's two channels into ring slot `slot` of both planes:
- * the words the plan gives the image (a padding line: every word the zero point).
+ * Input line iy of the pass's two channels into ring slot `slot` of both planes (a
+ * padding line: every word the zero point), a pixel at a time: the C twin of
+ * px2_fill_even / _odd, and the fill of a last block of C % 4 channels.
  */
 static KILN_NOINLINE void px2_fill(const px2_plan_t *f, int32_t iy, int32_t slot)
 {
-    const size_t hi_off = f->hi_off;
-    const uint32_t zp4 = f->zp4;
+    const int image = iy >= 0 && iy < f->g->in_lines;
+    const int8_t *line = f->image + (image ? (size_t)iy * f->g->in_line : 0);
     uint32_t *q = f->ring + slot;
-    if (iy < 0 || iy >= f->g->in_lines) {
-        const uint32_t zp2 = kiln_sxtb16(zp4);
-        for (int32_t m = 0; m < f->words; ++m, q += 3) {
-            q[0] = zp2;
-            q[hi_off] = zp2;
+    for (int32_t i = 0; i < 2 * f->words; i += 2, q += 3) {
+        uint32_t v[2];
+        for (int32_t h = 0; h < 2; ++h) {
+            v[h] = image && i + h >= f->lo && i + h < f->hi
+                       ? px2_load(line + (size_t)(i + h - f->pad) * f->g->in_pix, f->lanes)
+                       : f->zp4;
         }
-        return;
-    }
-    const int32_t lanes = f->lanes;
-    const int odd = f->odd;
-    const int8_t *line = f->image + (size_t)iy * f->g->in_line;
-    if (f->lo_part) {
-        uint32_t *r = q + 3 * (f->m_lo - 1);
-        px2_widen(zp4, px2_load(line + f->x_lo, lanes), odd, &r[0], &r[hi_off]);
-    }
-    if (f->hi_part) {
-        uint32_t *r = q + 3 * f->m_hi;
-        px2_widen(px2_load(line + f->x_hi, lanes), zp4, odd, &r[0], &r[hi_off]);
-    }
-    if (f->m_hi == f->m_lo) {
-        return;
-    }
-    const int8_t *x = line + f->x;
-    q += 3 * (size_t)f->m_lo;
-    const size_t step = f->g->in_pix;
-    for (int32_t m = f->m_lo; m < f->m_hi; ++m, q += 3, x += 2 * step) {
-        px2_widen(px2_load(x, lanes), px2_load(x + step, lanes), odd, &q[0], &q[hi_off]);
+        px2_widen(v[0], v[1], f->odd, &q[0], &q[f->hi_off]);
     }
 }
 
@@ -597,33 +583,6 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     }
 }
 
-/* Channel ch's weights, folded biases and requantization (its taps `tap` filter
- * bytes apart along the pair axis, the filter rows `line` apart along the slot
- * axis: C and 3 * C for rows of pairs, the other way round for columns). */
-static void px2_setup(const int8_t *filter, const int32_t *bias,
-                      const kiln_requant_packed_t *quant, size_t tap, size_t line,
-                      int32_t input_offset, int32_t k, int32_t c, px2_chan_t *s)
-{
-    int32_t sum = 0;
-    int32_t sum01 = 0;
-    for (int32_t ky = 0; ky < 3; ++ky) {
-        const int8_t *f = filter + (size_t)ky * line + (size_t)c;
-        const int32_t w0 = f[0];
-        const int32_t w1 = f[tap];
-        const int32_t w2 = f[2 * tap];
-        sum01 += w0 + w1;
-        sum += w0 + w1 + w2;
-        s->w[2 * ky] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
-        s->w[2 * ky + 1] = (uint32_t)(uint16_t)w1 | (uint32_t)(uint16_t)w2 << 16;
-    }
-    memcpy(&s->w[6], &s->w[0], 4 * sizeof s->w[0]);
-    const kiln_dw_rq_t rq = kiln_dw_rq_packed(quant, c);
-    s->multiplier2 = rq.multiplier2;
-    s->rsk = (uint32_t)rq.right_shift | (uint32_t)k << 8;
-    s->bias[0] = s->bias[1] = bias[c] + input_offset * sum;
-    s->bias_short = bias[c] + input_offset * sum01;
-}
-
 #if defined(__ARM_FEATURE_DSP)
 /* (lane0(a), lane0(b)) and (lane1(a), lane1(b)). */
 static inline uint32_t px2_pack_lo(uint32_t a, uint32_t b)
@@ -651,21 +610,24 @@ static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
 }
 #endif
 
-/* The same for both channels of pass j of a whole block of four at c (c + j, c + j + 2),
- * a word of four taps at a time: SXTB16 (lanes j) splits a filter word into the pass's
- * two channels and PKH regroups them by channel; the sums of the taps as int16 lanes
- * (|sum| <= 9 * 128). */
-static void px2_setup_pass(const int8_t *filter, const int32_t *bias,
-                           const kiln_requant_packed_t *quant, size_t tap, size_t line,
-                           int32_t input_offset, int32_t k, int32_t c, int j, px2_chan_t *s)
+/* The weights, folded biases and requantization of the `n` channels of pass j of the
+ * block of `lanes` channels at c (c + j, c + j + 2), a word of four taps at a time (the
+ * filter's taps `tap` bytes apart along the pair axis, its rows `line` apart along the
+ * slot axis: C and 3 * C for rows of pairs, the other way round for columns):
+ * SXTB16 (lanes j) splits a filter word into the pass's two channels and PKH regroups
+ * them by channel; the sums of the taps as int16 lanes (|sum| <= 9 * 128). */
+static void px2_setup(const int8_t *filter, const int32_t *bias,
+                      const kiln_requant_packed_t *quant, size_t tap, size_t line,
+                      int32_t input_offset, int32_t k, int32_t c, int32_t lanes, int j,
+                      int32_t n, px2_chan_t *s)
 {
     uint32_t sum = 0;
     uint32_t sum01 = 0;
     for (int32_t ky = 0; ky < 3; ++ky) {
         const int8_t *f = filter + (size_t)ky * line + (size_t)c;
-        const uint32_t v0 = kiln_load_s8x4(f);
-        const uint32_t v1 = kiln_load_s8x4(f + tap);
-        const uint32_t v2 = kiln_load_s8x4(f + 2 * tap);
+        const uint32_t v0 = px2_load(f, lanes);
+        const uint32_t v1 = px2_load(f + tap, lanes);
+        const uint32_t v2 = px2_load(f + 2 * tap, lanes);
         const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
         const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
         const uint32_t e2 = j ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
@@ -677,7 +639,7 @@ static void px2_setup_pass(const int8_t *filter, const int32_t *bias,
         sum01 = kiln_sadd16(sum01, e01);
         sum = kiln_sadd16(sum, kiln_sadd16(e01, e2));
     }
-    for (int32_t i = 0; i < 2; ++i, sum >>= 16, sum01 >>= 16) {
+    for (int32_t i = 0; i < n; ++i, sum >>= 16, sum01 >>= 16) {
         const int32_t ch = c + j + 2 * i;
         memcpy(&s[i].w[6], &s[i].w[0], 4 * sizeof s[i].w[0]);
         const kiln_dw_rq_t rq = kiln_dw_rq_packed(quant, ch);
@@ -780,14 +742,8 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
             for (int32_t j = 0; j < 2 && j < lanes; ++j) {
                 px2_chan_t ch[2];
                 const int32_t n = j + 2 < lanes ? 2 : 1;
-                if (lanes == 4) {
-                    px2_setup_pass(filter, bias, quant, tap, line, p->input_offset, k, c, j, ch);
-                } else {
-                    for (int32_t i = 0; i < n; ++i) {
-                        px2_setup(filter, bias, quant, tap, line, p->input_offset, k,
-                                  c + j + 2 * i, &ch[i]);
-                    }
-                }
+                px2_setup(filter, bias, quant, tap, line, p->input_offset, k, c, lanes, j, n,
+                          ch);
                 ch[0].step = ch[1].step = (uint32_t)g.out_pix;
                 for (int32_t t = 0; t < tiles; ++t) {
                     const int32_t ti = reverse ? tiles - 1 - t : t;
