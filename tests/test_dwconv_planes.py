@@ -106,11 +106,15 @@ def test_planes_is_a_candidate_with_its_scratch():
                         stride=(2, 2))
     s3 = LayerShape(input=(1, 9, 9, 8), filter=(1, 3, 3, 8), output=(1, 3, 3, 8),
                     stride=(3, 3))
-    # Stride 2 and maps under 12x12 lead with it; 12x12 at stride 1 keeps the pixel pairs.
+    # Stride 2 and maps up to 12x12 lead with it; wider maps at stride 1 keep the pixel
+    # pairs (their planes of the whole map would outgrow VWW's arena at 24x24).
     assert candidates("DEPTHWISE_CONV_2D", s2, DSP)[0] == PLANES
     assert candidates("DEPTHWISE_CONV_2D", small, DSP)[0] == PLANES
-    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0]["variant"] == "3x3_px2"
-    assert PLANES in candidates("DEPTHWISE_CONV_2D", wide, DSP)
+    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == PLANES
+    wider = LayerShape(input=(1, 24, 24, 32), filter=(1, 3, 3, 32), output=(1, 24, 24, 32),
+                       padding=(1, 1))
+    assert candidates("DEPTHWISE_CONV_2D", wider, DSP)[0]["variant"] == "3x3_px2"
+    assert PLANES in candidates("DEPTHWISE_CONV_2D", wider, DSP)
     # Rows of 24 outputs at stride 2 (49 columns) and horizontal stride 3: not a candidate.
     assert PLANES not in candidates("DEPTHWISE_CONV_2D", big_s2, DSP)
     assert PLANES not in candidates("DEPTHWISE_CONV_2D", s3, DSP)

@@ -23,9 +23,10 @@ from conftest import require_tool
 from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
 from kiln.compiler.tune import Records
 from reference import assert_equal_exact, run_reference
-from test_ops_conv import _build, dwconv_case
+from test_ops_conv import Case, _build, dwconv_case
 from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
 from test_ops_dwconv_blocked import dead_channel_dw_case
+from tflite_builder import TensorSpec
 
 KERNEL = "kiln_dwconv2d_3x3_px2_s8"
 
@@ -56,14 +57,42 @@ def px2_cases(seed: int) -> list:
                     padding="SAME", x_zp=127, y_zp=-128, bias=False),
         dead_channel_dw_case(np.random.default_rng(622)),
     ]
-    # Output zero point -128 with RELU or no clamp: the instance without TFLite's rounding
-    # correction of negative values (px2_output), odd and even widths, a tail block.
-    for i, (cin, h, w, act) in enumerate([(8, 6, 13, "RELU"), (12, 5, 12, "NONE"),
-                                          (6, 4, 7, "RELU"), (4, 3, 2, "NONE")]):
+    # Output zero point -128 with RELU or no clamp: the assembly line loop (px2_line_relu,
+    # without TFLite's rounding correction of negative values) over the assembly fill
+    # (whole blocks of four channels) or the C one (a tail block): odd and even pair
+    # counts, lines and maps of 1 to 7 pixels (an odd last pixel, short or not), SAME and
+    # VALID, vertical stride 2.
+    for i, (cin, h, w, act, padding, sh) in enumerate([
+            (8, 6, 13, "RELU", "SAME", 1), (12, 5, 12, "NONE", "SAME", 1),
+            (6, 4, 7, "RELU", "SAME", 1), (4, 3, 2, "NONE", "SAME", 1),
+            (8, 7, 5, "RELU", "SAME", 1), (4, 1, 7, "NONE", "SAME", 1),
+            (12, 6, 1, "RELU", "SAME", 1), (8, 2, 3, "NONE", "SAME", 1),
+            (4, 7, 4, "RELU", "VALID", 1), (8, 5, 6, "NONE", "VALID", 2),
+            (10, 3, 3, "RELU", "SAME", 1), (4, 4, 4, "NONE", "SAME", 2)]):
         cases.append(dwconv_case(rng, 630 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
-                                 w=w, sh=1, sw=1, padding="SAME", act=act, y_zp=-128,
+                                 w=w, sh=sh, sw=1, padding=padding, act=act, y_zp=-128,
                                  x_zp=int(rng.integers(-128, 128))))
+    cases.append(extreme_shift_dw_case(rng))
     return cases
+
+
+def extreme_shift_dw_case(rng: np.random.Generator) -> Case:
+    """Per-channel effective scales at both ends the packed requantization takes (shift
+    -2, just under 0.25, and -31, just over 2^-32) and between, output zero point -128 (the
+    assembly loop: right_shift 1 and 30 as an ASR by a register's low byte)."""
+    c = dwconv_case(rng, 650, kh=3, kw=3, dh=1, dw=1, mult=1, cin=8, h=5, w=7, sh=1, sw=1,
+                    padding="SAME", act="NONE", per_channel=True, bias=True, y_zp=-128)
+    x, w, b = c.inputs
+    y_scale = c.output.scale
+    effective = [0.24, 0.126, 2.0 ** -31.8, 2.0 ** -30.5, 2.0 ** -16.3, 0.2, 2.0 ** -9, 0.13]
+    scales = [float(np.float32(e * y_scale / x.scale)) for e in effective]
+    c.inputs[1] = TensorSpec(w.shape, "int8", scale=scales, zero_point=w.zero_point,
+                             quantized_dimension=3, data=w.data)
+    b_scales = [float(np.float32(x.scale) * np.float32(s)) for s in scales]
+    c.inputs[2] = TensorSpec(b.shape, "int32", scale=b_scales, zero_point=[0] * len(scales),
+                             data=b.data)
+    c.label += " extreme shifts"
+    return c
 
 
 def _eligible(cases: list, variant: str = "3x3_px2") -> list:
@@ -71,7 +100,7 @@ def _eligible(cases: list, variant: str = "3x3_px2") -> list:
     slow requantization, which no blocked kernel takes; px2v needs vertical stride 1)."""
     layers = layer_candidates(_build(cases))
     keep = [c for step, c in enumerate(cases) if _px2(layers[step][1], variant)]
-    assert len(keep) >= len(cases) - 6, len(keep)
+    assert len(keep) >= len(cases) - 8, len(keep)
     return keep
 
 
@@ -107,10 +136,15 @@ def test_px2_is_a_candidate_with_its_scratch():
     assert _px2(candidates("DEPTHWISE_CONV_2D", odd, DSP)) == [
         {"variant": "3x3_px2", "tile": 6}]
     assert not _px2(candidates("DEPTHWISE_CONV_2D", s2, DSP))      # horizontal stride 2
-    # The default where rows are 12 pixels or more, or C % 4 != 0 (no other 3x3 kernel).
-    wide = LayerShape(input=(1, 12, 12, 64), filter=(1, 3, 3, 64), output=(1, 12, 12, 64),
+    # The default where rows are more than 12 pixels, or C % 4 != 0 (no other 3x3 kernel);
+    # on 12x12 maps the channel planes lead.
+    wide = LayerShape(input=(1, 24, 24, 32), filter=(1, 3, 3, 32), output=(1, 24, 24, 32),
                       padding=(1, 1))
-    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == {"variant": "3x3_px2", "tile": 12}
+    assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == {"variant": "3x3_px2", "tile": 24}
+    twelve = LayerShape(input=(1, 12, 12, 64), filter=(1, 3, 3, 64), output=(1, 12, 12, 64),
+                        padding=(1, 1))
+    assert candidates("DEPTHWISE_CONV_2D", twelve, DSP)[0] == {"variant": "3x3_planes"}
+    assert {"variant": "3x3_px2", "tile": 12} in candidates("DEPTHWISE_CONV_2D", twelve, DSP)
     assert candidates("DEPTHWISE_CONV_2D", odd, DSP)[0]["variant"] == "3x3_px2"
     # Tall narrow maps (KWS's 25x5) lead with the vertical pairs.
     assert candidates("DEPTHWISE_CONV_2D", kws, DSP)[0] == {"variant": "3x3_px2v", "tile": 24}

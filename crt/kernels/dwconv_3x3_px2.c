@@ -5,111 +5,90 @@
  * kiln_dwconv2d_3x3_px2_s8. Semantics and layouts in conv.h, primitives in
  * conv_dsp.h.
  *
- * Output pixels go in horizontal pairs (j, j + 1), which share their middle
- * two input columns: per filter row and channel, those two columns form one
- * int16 pair (x[j + 1], x[j + 2]) (PKHBT / PKHTB of the SXTB16 lanes), and
- *   out[j]     += (w1, w2) . (x[j + 1], x[j + 2]) + w0 * x[j]      SMLAD, SMLABB
- *   out[j + 1] += (w0, w1) . (x[j + 1], x[j + 2]) + w2 * x[j + 3]  SMLAD, SMLABT
- * (x[i] the tap columns of the pair, i = 0..3): six MACs in four MAC
- * instructions, against six with SMLABB / SMLATT per tap. A pass takes two
- * channels of a block of four, (c0, c2) then (c1, c3) (the two SXTB16 lanes
- * of one input word), so four accumulators stay in registers.
+ * A channel at a time over a ring of three widened input lines. Channels go in
+ * passes of two, the SXTB16 lanes of a word of four, (c0, c2) then (c1, c3):
+ * each input line a pass needs is widened once into the ring, one int16 plane a
+ * channel, each word two neighbouring pixels (x[2m], x[2m + 1]) of the line
+ * (ring pixels from the tile's first tap; padding pixels hold the input zero
+ * point). Then, per channel, its six weight pairs a = (w0, w1) and b = (w1, w2)
+ * of the three filter rows stay in registers for every pixel pair of the line:
+ *   out[2j]     += a . word j  + w2 * lane0(word j + 1)      SMLAD, SMLABT
+ *   out[2j + 1] += w0 * lane1(word j) + b . word j + 1      SMLATB, SMLAD
+ * a filter row in four MAC instructions a pair, nine MACs a pixel in six (the
+ * scheme of dwconv_3x3_planes.c, whose planes hold the whole map: here a ring
+ * that rolls down the lines, so big maps need no more scratch than three lines).
+ * A plane's word m of ring slot k (the slot holding input line iy: iy mod 3) sits
+ * at word 3m + k, so a pair's three filter rows are three consecutive words (one
+ * LDM) and the next word's three the next three; slot k holds filter row
+ * (k + rot) % 3 of an output line, so the weight pairs come from row rot on
+ * (rows 0, 1, 2, 0, 1 in a table).
  *
- * Padding costs nothing per pixel: each block of four channels copies the
- * input rows it needs into a ring of three rows in scratch, one word (the
- * block's four channels) per column, padding columns and rows written as the
- * input zero point; with the bias folded (bias + input_offset * sum of the
- * channel's taps) a padded tap adds w * (zero point + input_offset) = 0 as in
- * TFLM. At vertical stride 1 each output row copies one new input row. The
- * ring holds a tile of the output columns (the whole row, or as many as the
- * scratch holds: the tile is the tuning knob), rounded up to even, plus 2. An
- * odd tile's last pixel goes on its own (px2_last); where its third tap is the
- * padding past the line (SAME) the ring stops before that tap (tw + 1 columns),
- * so a tile of 24 holds KWS's 25-pixel columns whole.
+ * Padding costs nothing per pixel: with the bias folded (bias + input_offset *
+ * sum of the channel's taps) a padded tap adds w * (zero point + input_offset) =
+ * 0 as in TFLM. The ring holds a tile of the output pixels of a line (the whole
+ * line, or as many as the scratch holds: the tile is the tuning knob), rounded
+ * up to even, plus 2. An odd tile's last pixel goes on its own (at the end of
+ * the line loop, px2_last in C); where its third tap is the padding past the line (SAME) the ring stops before
+ * that tap (tw + 1 pixels) and its bias carries the tap instead, so a tile of 24
+ * holds KWS's 25-pixel columns whole. The ring of a pass of two channels is
+ * 2 * 3 * 2 bytes a pixel, the bytes of the int8 ring of four channels it
+ * replaces (kiln_dwconv2d_3x3_px2_s8_get_buffer_size unchanged). On QEMU
+ * mps2-an386 (assembly line loop and fill): 2.43 instructions a MAC on KWS's
+ * 25x5x64 layers (px2v), 2.21 on VWW's 48x48x8, 2.25 on its 24x24x32; of KWS's
+ * 175 k a layer the pixel pairs take 1.5 a MAC, the fill about 0.4.
  *
- * The requantization is kiln_dw_output (five instructions, conv_dsp.h), its
- * per-channel constants derived once per block of channels from the packed
- * table (TFLite's int32 multiplier and int8 shift: five bytes of flash a
- * channel, kiln_dw_rq_packed).
+ * The requantization is kiln_dw_output (conv_dsp.h), its per-channel constants
+ * derived once per pass from the packed table (TFLite's int32 multiplier and int8
+ * shift: five bytes of flash a channel, kiln_dw_rq_packed).
  *
  * Overflow: the compiler checks |bias| + 256 * sum|w| < 2^31 per channel
- * (conv.h); the folded bias is at most |bias| + 128 * sum|w| and
- * |sum w * x| <= 128 * sum|w|, and an SMLAD adds two products of that sum.
+ * (conv.h); the folded bias is at most |bias| + 128 * sum|w| and each partial
+ * sum of w * x is at most 128 * sum|w|.
  */
 #include "conv_dsp.h"
 #include "inplace.h"
 
-/* Columns of one ring row: out_w rounded up to even, plus the two the last pair
+/* Pixels of one ring line: out_w rounded up to even, plus the two the last pair
  * reads past its first tap. */
 static int32_t ring_cols(int32_t out_w)
 {
     return (out_w + 1) / 2 * 2 + 2;
 }
 
-/* The ring of whole rows; a smaller scratch (at least 48 bytes) makes the kernel
- * go in tiles of the output columns it holds. */
+/* The ring of whole lines; a smaller scratch (at least 48 bytes) makes the kernel
+ * go in tiles of the output pixels it holds. */
 int32_t kiln_dwconv2d_3x3_px2_s8_get_buffer_size(const kiln_dims_t *output_dims)
 {
     return output_dims == NULL ? 0 : 3 * 4 * ring_cols(output_dims->w);
 }
 
-#if defined(__ARM_FEATURE_DSP)
-static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc)
-{
-    return __smlabt((int32_t)a, (int32_t)b, acc);
-}
-
-static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc)
-{
-    return __smlatb((int32_t)a, (int32_t)b, acc);
-}
-
-/* (lane0(a), lane0(b)) and (lane1(a), lane1(b)). */
-static inline uint32_t pack_lo(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-}
-
-static inline uint32_t pack_hi(uint32_t a, uint32_t b)
-{
-    uint32_t r;
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
-    return r;
-}
-#else
-static inline int32_t smlabt(uint32_t a, uint32_t b, int32_t acc)
-{
-    return acc + kiln_lane0(a) * kiln_lane1(b);
-}
-
-static inline int32_t smlatb(uint32_t a, uint32_t b, int32_t acc)
-{
-    return acc + kiln_lane1(a) * kiln_lane0(b);
-}
-
-static inline uint32_t pack_lo(uint32_t a, uint32_t b)
-{
-    return (a & 0xffffu) | (b << 16);
-}
-
-static inline uint32_t pack_hi(uint32_t a, uint32_t b)
-{
-    return (a >> 16) | (b & 0xffff0000u);
-}
-#endif
-
-/* One channel pair's part of a block: per filter row the words
- * [(w1, w2) lo, (w0, w1) lo, (w1, w2) hi, (w0, w1) hi], lo / hi the pass's
- * two channels, for rows 0, 1, 2, 0, 1 (ring slot k holds filter row
- * (k + rot) % 3 of an output row: its weights start at row rot); then the
- * channels' folded biases and requantization. */
+/*
+ * One channel of a pass. w: (a, b) of filter rows 0, 1, 2, 0, 1 (a = (w0, w1),
+ * b = (w1, w2) as int16 pairs), the line loop's weights for rotation rot from
+ * w[2 * rot]. Then what the assembly line loop reads, in its order:
+ * multiplier2, rsk = right_shift | k << 8 (an ASR by a register shifts by its low
+ * byte, right_shift 1..30, and rsk >> 8 is k), the output bytes from a pixel to
+ * the next along the line, the folded bias twice, the output bytes of the tile's
+ * pairs, and the tile's last pixel: last (0: the tile is even; 1: odd, its ring
+ * short; 2: odd) and its bias (in a short ring the pixel's third taps are the
+ * zero point the ring does not hold: bias + input_offset * the sum of its w0 and
+ * w1 only, bias_short); whether the tile's pairs are odd, and the bytes from this
+ * channel's plane to the next one's (its px2_chan_t next in the array, its
+ * output one byte pair on), 0 for the pass's last channel.
+ */
 typedef struct {
-    uint32_t w[5][4];
-    int32_t bias[4];            /* lo, lo, hi, hi: a pair's four accumulators */
-    kiln_dw_rq_t rq_lo, rq_hi;
-} px2_pass_t;
+    uint32_t w[10];
+    int32_t multiplier2;
+    uint32_t rsk;
+    uint32_t step;
+    int32_t bias[2];
+    uint32_t pair_bytes;
+    uint32_t last;
+    int32_t last_bias;
+    int32_t bias_short;
+    uint32_t odd_pairs;         /* the tile's pairs are odd */
+    uint32_t next;              /* bytes to the next channel's plane; 0: the last */
+} px2_chan_t;
 
 /*
  * What every line of a layer shares. Pairs run along one axis of the image and
@@ -119,7 +98,6 @@ typedef struct {
  */
 typedef struct {
     const kiln_conv_params_t *p;
-    int32_t in_c;
     int32_t in_lines, in_len;   /* input lines, and pixels along a line */
     int32_t out_lines, out_len;
     int32_t line_stride, line_pad, len_pad;     /* the pair axis has stride 1 */
@@ -130,351 +108,548 @@ typedef struct {
     int32_t cols;               /* ring_cols(tw), or tw + 1 short (px2_last) */
 } px2_layer_t;
 
-/* A padding line: ring pixels [0, cols) of a slot (d at its first word) to the zero
- * point, two at a time. */
-static KILN_NOINLINE void fill_zp(uint32_t *d, int32_t cols, uint32_t zp4)
+/* Input pixel word (four channels from c, or the `lanes` there are, zero above). */
+static KILN_ALWAYS_INLINE uint32_t px2_load(const int8_t *x, int32_t lanes)
 {
-    uint32_t *q = d;
-    for (int32_t n = cols >> 1; n > 0; --n, q += 6) {
-        q[0] = zp4;
-        q[1] = zp4;
+    if (lanes == 4) {
+        return kiln_load_s8x4(x);
     }
-    if (cols & 1) {
-        q[0] = zp4;
+    uint32_t v = 0;
+    for (int32_t l = 0; l < lanes; ++l) {
+        v |= (uint32_t)(uint8_t)x[l] << (8 * l);
     }
+    return v;
 }
 
-/* Input line iy (a row, or a column) of the block of `lanes` channels at c (image
- * at the batch) into ring slot `slot`: pixel i at word (i / 2) * 6 + 2 * slot + i % 2. */
-static KILN_ALWAYS_INLINE void fill_row(const px2_layer_t *g, const int8_t *image, int32_t c,
-                                        int32_t lanes, int32_t iy, uint32_t zp4,
-                                        uint32_t *ring, int32_t slot)
+#if defined(__ARM_FEATURE_DSP) && defined(__thumb2__)
+#if defined(__clang__)
+#define PX2_NAKED __attribute__((naked, noinline))
+#else
+#define PX2_NAKED __attribute__((naked, noinline, noipa))
+#endif
+#define PX2_ARG __attribute__((unused))
+
+/*
+ * The line loop in assembly for the full-range RELU at the output zero point -128
+ * (MLPerf Tiny's layers), every channel of a pass: fourteen registers live (the six
+ * weight pairs, two accumulators, three plane words, the plane, the output and its
+ * end), 28.5 instructions a pair of pixels (18 MACs, two pairs an iteration), then
+ * an odd tile's last pixel. Arguments: plane (the first channel's, word 0 of slot
+ * 0), out, rot (bytes from w[0] to the line's rotation, 8 * rot) and ch (the pass's
+ * first px2_chan_t). Without TFLite's rounding correction of a negative product r:
+ * then both r >> right_shift and its corrected twin are <= -1, so 2 * that + k
+ * (k = 1 + 2 * -128) halves to below -128 either way and SSAT makes it -128.
+ */
+#define PX2_PAIR                                                                 \
+    "ldrd r10, r11, [sp, #12]\n\t"      /* bias, bias */                         \
+    "ldm r0!, {r3, r12, lr}\n\t"        /* word j of slots 0, 1, 2 */            \
+    "smlad r10, r3, r4, r10\n\t"                                                 \
+    "smlatb r11, r3, r4, r11\n\t"                                                \
+    "smlad r10, r12, r6, r10\n\t"                                                \
+    "smlatb r11, r12, r6, r11\n\t"                                               \
+    "smlad r10, lr, r8, r10\n\t"                                                 \
+    "smlatb r11, lr, r8, r11\n\t"                                                \
+    "ldm r0, {r3, r12, lr}\n\t"         /* word j + 1 */                         \
+    "smlabt r10, r3, r5, r10\n\t"                                                \
+    "smlad r11, r3, r5, r11\n\t"                                                 \
+    "smlabt r10, r12, r7, r10\n\t"                                               \
+    "smlad r11, r12, r7, r11\n\t"                                                \
+    "smlabt r10, lr, r9, r10\n\t"                                                \
+    "smlad r11, lr, r9, r11\n\t"                                                 \
+    "ldm sp, {r3, r12, lr}\n\t"         /* multiplier2, rsk, step */             \
+    "smmlar r10, r10, r3, r10\n\t"                                               \
+    "smmlar r11, r11, r3, r11\n\t"                                               \
+    "asr r10, r10, r12\n\t"                                                      \
+    "asr r11, r11, r12\n\t"                                                      \
+    "add r10, r10, r12, asr #8\n\t"                                              \
+    "add r11, r11, r12, asr #8\n\t"                                              \
+    "ssat r10, #8, r10, asr #1\n\t"                                              \
+    "ssat r11, #8, r11, asr #1\n\t"                                              \
+    "strb r10, [r1]\n\t"                                                         \
+    "strb r11, [r1, lr]\n\t"                                                     \
+    "add r1, r1, lr, lsl #1\n\t"
+
+PX2_NAKED static void px2_line_relu(PX2_ARG const uint32_t *plane, PX2_ARG int8_t *out,
+                                    PX2_ARG uint32_t rot, PX2_ARG const px2_chan_t *ch)
 {
-    /* Ring pixel i is input pixel i - pad (the tile's first tap at ring pixel 0). */
+    __asm__ volatile(
+        "push {r4-r11, lr}\n\t"
+        "sub sp, sp, #36\n\t"       /* [sp]: multiplier2, rsk, step, bias, bias, then
+                                     * ch, plane, out, rot */
+        "str r2, [sp, #32]\n\t"
+        "0:\n\t"
+        "strd r0, r1, [sp, #24]\n\t"
+        "str r3, [sp, #20]\n\t"
+        "add r2, r2, r3\n\t"
+        "ldm r2, {r4-r9}\n\t"               /* a0 b0 a1 b1 a2 b2 */
+        "ldr r2, [r3, #60]\n\t"
+        "add r2, r2, r1\n\t"                /* the pairs' end */
+        "add r3, r3, #40\n\t"
+        "ldm r3, {r3, r10, r11, r12, lr}\n\t"
+        "stm sp, {r3, r10, r11, r12, lr}\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "ldr r3, [r3, #76]\n\t"             /* odd_pairs */
+        "cmp r1, r2\n\t"
+        "beq 2f\n\t"
+        "cmp r3, #0\n\t"
+        "bne 5f\n\t"
+        "1:\n\t"
+        PX2_PAIR
+        "5:\n\t"
+        PX2_PAIR
+        "cmp r1, r2\n\t"
+        "bne 1b\n\t"
+        "2:\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "ldrd r10, r12, [r3, #64]\n\t"      /* last, last_bias */
+        "cmp r10, #0\n\t"
+        "beq 4f\n\t"
+        "ldm r0, {r3, r11, lr}\n\t"         /* word j of slots 0, 1, 2 */
+        "smlad r12, r3, r4, r12\n\t"
+        "smlad r12, r11, r6, r12\n\t"
+        "smlad r12, lr, r8, r12\n\t"
+        "cmp r10, #1\n\t"
+        "beq 3f\n\t"                        /* short: no third taps */
+        "add r0, r0, #12\n\t"
+        "ldm r0, {r3, r11, lr}\n\t"         /* word j + 1 */
+        "smlabt r12, r3, r5, r12\n\t"
+        "smlabt r12, r11, r7, r12\n\t"
+        "smlabt r12, lr, r9, r12\n\t"
+        "3:\n\t"
+        "ldrd r3, r10, [sp]\n\t"
+        "smmlar r12, r12, r3, r12\n\t"
+        "asr r12, r12, r10\n\t"
+        "add r12, r12, r10, asr #8\n\t"
+        "ssat r12, #8, r12, asr #1\n\t"
+        "strb r12, [r1]\n\t"
+        "4:\n\t"
+        "ldr r3, [sp, #20]\n\t"
+        "ldr r2, [r3, #80]\n\t"             /* next */
+        "cmp r2, #0\n\t"
+        "beq 6f\n\t"
+        "ldrd r0, r1, [sp, #24]\n\t"
+        "add r0, r0, r2\n\t"
+        "add r1, r1, #2\n\t"
+        "add r3, r3, #84\n\t"               /* sizeof (px2_chan_t) */
+        "ldr r2, [sp, #32]\n\t"
+        "b 0b\n\t"
+        "6:\n\t"
+        "add sp, sp, #36\n\t"
+        "pop {r4-r11, pc}\n\t");
+}
+#undef PX2_PAIR
+
+/*
+ * px2_fill for a block of four channels: line (the input line at the block's first
+ * channel; NULL: a padding line), q (ring slot's word 0 of the lo plane) and the
+ * tile's plan words a (px2_plan_t). Bytes 0 and 2 (px2_fill_even) or 1 and 3
+ * (px2_fill_odd) of each pixel's word; 9.5 instructions a word of two pixels of the
+ * two channels.
+ */
+#define PX2_FILL_ASM(ror)                                                        \
+    __asm__ volatile(                                                            \
+        "push {r4-r9, lr}\n\t"                                                   \
+        "ldrd r8, r12, [r2]\n\t"            /* step, hi plane offset */          \
+        "ldr r9, [r2, #40]\n\t"             /* the zero point's int16 pair */    \
+        "cmp r0, #0\n\t"                                                         \
+        "bne 1f\n\t"                                                             \
+        "ldr r3, [r2, #8]\n\t"              /* a padding line: every word */     \
+        "add r3, r3, r1\n\t"                                                     \
+        "0:\n\t"                                                                 \
+        "str r9, [r1, r12]\n\t"                                                  \
+        "str r9, [r1], #12\n\t"                                                  \
+        "cmp r1, r3\n\t"                                                         \
+        "bne 0b\n\t"                                                             \
+        "pop {r4-r9, pc}\n\t"                                                    \
+        "1:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #24]\n\t"        /* lo_part: (zero point, pixel) */   \
+        "cmp r3, #0\n\t"                                                         \
+        "blt 2f\n\t"                                                             \
+        "ldr r4, [r0, r4]\n\t"                                                   \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "pkhbt r6, r9, r4, lsl #16\n\t"                                          \
+        "pkhbt r7, r9, r4\n\t"                                                   \
+        "add r3, r3, r1\n\t"                                                     \
+        "str r7, [r3, r12]\n\t"                                                  \
+        "str r6, [r3]\n\t"                                                       \
+        "2:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #32]\n\t"        /* hi_part: (pixel, zero point) */   \
+        "cmp r3, #0\n\t"                                                         \
+        "blt 3f\n\t"                                                             \
+        "ldr r4, [r0, r4]\n\t"                                                   \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "pkhbt r6, r4, r9, lsl #16\n\t"                                          \
+        "pkhtb r7, r9, r4, asr #16\n\t"                                          \
+        "add r3, r3, r1\n\t"                                                     \
+        "str r7, [r3, r12]\n\t"                                                  \
+        "str r6, [r3]\n\t"                                                       \
+        "3:\n\t"                                                                 \
+        "ldrd r3, r4, [r2, #12]\n\t"        /* the image words' offsets in q */  \
+        "cmp r3, r4\n\t"                                                         \
+        "beq 9f\n\t"                                                             \
+        "ldr r5, [r2, #20]\n\t"                                                  \
+        "add r0, r0, r5\n\t"                                                     \
+        "add r2, r1, r4\n\t"                                                     \
+        "add r1, r1, r3\n\t"                                                     \
+        "sub r4, r4, r3\n\t"                /* 12 * words: bit 2 their parity */ \
+        "add r3, r8, r8, lsl #1\n\t"        /* 3 * step */                       \
+        "tst r4, #4\n\t"                                                         \
+        "beq 4f\n\t"                                                             \
+        "ldr r4, [r0]\n\t"                  /* an odd count's first word */      \
+        "ldr r5, [r0, r8]\n\t"                                                   \
+        "add r0, r0, r8, lsl #1\n\t"                                             \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "sxtb16 r5, r5" ror "\n\t"                                               \
+        "pkhbt r6, r4, r5, lsl #16\n\t"                                          \
+        "pkhtb r7, r5, r4, asr #16\n\t"                                          \
+        "str r7, [r1, r12]\n\t"                                                  \
+        "str r6, [r1], #12\n\t"                                                  \
+        "cmp r1, r2\n\t"                                                         \
+        "beq 9f\n\t"                                                             \
+        "4:\n\t"                            /* two words (four pixels) a turn */ \
+        "ldr r4, [r0]\n\t"                                                       \
+        "ldr r5, [r0, r8]\n\t"                                                   \
+        "ldr r9, [r0, r8, lsl #1]\n\t"                                           \
+        "ldr lr, [r0, r3]\n\t"                                                   \
+        "add r0, r0, r8, lsl #2\n\t"                                             \
+        "sxtb16 r4, r4" ror "\n\t"                                               \
+        "sxtb16 r5, r5" ror "\n\t"                                               \
+        "pkhbt r6, r4, r5, lsl #16\n\t"     /* lo: (pixel 0, pixel 1) */         \
+        "pkhtb r7, r5, r4, asr #16\n\t"     /* hi */                             \
+        "str r7, [r1, r12]\n\t"                                                  \
+        "str r6, [r1], #12\n\t"                                                  \
+        "sxtb16 r9, r9" ror "\n\t"                                               \
+        "sxtb16 lr, lr" ror "\n\t"                                               \
+        "pkhbt r6, r9, lr, lsl #16\n\t"                                          \
+        "pkhtb r7, lr, r9, asr #16\n\t"                                          \
+        "str r7, [r1, r12]\n\t"                                                  \
+        "str r6, [r1], #12\n\t"                                                  \
+        "cmp r1, r2\n\t"                                                         \
+        "bne 4b\n\t"                                                             \
+        "9:\n\t"                                                                 \
+        "pop {r4-r9, pc}\n\t")
+
+PX2_NAKED static void px2_fill_even(PX2_ARG const int8_t *line, PX2_ARG uint32_t *q,
+                                    PX2_ARG const uint32_t *a)
+{
+    PX2_FILL_ASM("");
+}
+
+PX2_NAKED static void px2_fill_odd(PX2_ARG const int8_t *line, PX2_ARG uint32_t *q,
+                                   PX2_ARG const uint32_t *a)
+{
+    PX2_FILL_ASM(", ror #8");
+}
+#undef PX2_FILL_ASM
+#define PX2_ASM 1
+#endif
+
+/* Two pixel words' SXTB16 lanes (odd: bytes 1 and 3) as the int16 pair of each
+ * channel: *lo = (v0's lane 0, v1's lane 0), *hi = (v0's lane 1, v1's lane 1). */
+static KILN_ALWAYS_INLINE void px2_widen(uint32_t v0, uint32_t v1, int odd, uint32_t *lo,
+                                         uint32_t *hi)
+{
+    const uint32_t e0 = odd ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
+    const uint32_t e1 = odd ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
+    *lo = (e0 & 0xffffu) | (e1 << 16);
+    *hi = (e0 >> 16) | (e1 & 0xffff0000u);
+}
+
+/* A tile's fill: where the image falls in a ring line, and what every fill of the
+ * tile shares. Words [m_lo, m_hi) hold two image pixels; lo_part: word m_lo - 1
+ * holds (zero point, image pixel at x_lo); hi_part: word m_hi holds (image pixel
+ * at x_hi, zero point); every other word the zero point twice, whatever the line
+ * (px2_tile writes them once a tile). x: input bytes from the line's pixel 0 (at
+ * the block's channel c) to word m_lo's first pixel. */
+typedef struct {
+    const px2_layer_t *g;
+    const int8_t *image;        /* the batch's image at the block's first channel */
+    uint32_t *ring;
+    int32_t words, m_lo, m_hi;
+    int32_t pad, lo, hi;        /* ring pixel i is input pixel i - pad; [lo, hi) the image */
+    int lo_part, hi_part;
+    int32_t lanes;
+    int odd;                    /* the pass's SXTB16 lanes: bytes 1 and 3 */
+    uint32_t zp4;               /* the input zero point in every byte */
+    size_t hi_off;              /* words from the lo plane to the hi one */
+    size_t x, x_lo, x_hi;
+    /* px2_fill_even / _odd's (bytes): step, 4 * hi_off, a slot's words (12 * words),
+     * the image words' first and end in q (12 * m_lo, 12 * m_hi), x, lo_part's word
+     * in q (-1: none) and x_lo, hi_part's and x_hi, the zero point's int16 pair. */
+    uint32_t a[11];
+} px2_plan_t;
+
+static void px2_plan(const px2_layer_t *g, px2_plan_t *f)
+{
+    /* Ring pixel i is input pixel i - pad; ring pixels [lo, hi) are in the image. */
     const int32_t pad = g->len_pad - g->x0;
-    uint32_t *d = ring + 2 * slot;
-    if (iy < 0 || iy >= g->in_lines) {
-        fill_zp(d, g->cols, zp4);
-        return;
-    }
-    /* Ring columns [lo, hi) are in the image. */
     const int32_t lo = kiln_min_i32(kiln_max_i32(pad, 0), g->cols);
     const int32_t hi = kiln_max_i32(kiln_min_i32(pad + g->in_len, g->cols), lo);
-    int32_t i = 0;
-    for (; i < lo; ++i) {
-        d[(i >> 1) * 6 + (i & 1)] = zp4;
-    }
-    const size_t step = g->in_pix;
-    const int8_t *x = image + (size_t)c;
-    if (i < hi) {
-        x += (size_t)iy * g->in_line + (size_t)(i - pad) * step;
-    }
-    if (lanes == 4) {
-        if (i < hi && (i & 1)) {
-            d[(i >> 1) * 6 + 1] = kiln_load_s8x4(x);
-            x += step;
-            ++i;
-        }
-        uint32_t *q = d + (i >> 1) * 6;
-        for (int32_t n = (hi - i) >> 1; n > 0; --n, q += 6, x += 2 * step) {
-            const uint32_t v0 = kiln_load_s8x4(x);
-            const uint32_t v1 = kiln_load_s8x4(x + step);
-            q[0] = v0;
-            q[1] = v1;
-        }
-        i += (hi - i) & ~1;
-    }
-    for (; i < hi; ++i, x += step) {        /* the last C % 4 channels: the others read 0 */
-        uint32_t v = 0;
-        for (int32_t l = 0; l < lanes; ++l) {
-            v |= (uint32_t)(uint8_t)x[l] << (8 * l);
-        }
-        d[(i >> 1) * 6 + (i & 1)] = v;
-    }
-    for (; i < g->cols; ++i) {
-        d[(i >> 1) * 6 + (i & 1)] = zp4;
-    }
-}
-
-/* The three filter rows of a pixel pair for the pass's two channels: r the pair's
- * first ring column pair (slot k's four words at 2k, 2k + 1, 6 + 2k, 7 + 2k),
- * w the weights of slots 0..2 in turn; odd picks the SXTB16 lanes. */
-static KILN_ALWAYS_INLINE void px2_pair(const uint32_t *r, const uint32_t *w, int odd,
-                                        int32_t *a_lo, int32_t *b_lo, int32_t *a_hi,
-                                        int32_t *b_hi)
-{
-#if defined(__ARM_FEATURE_DSP) && defined(__thumb2__)
-    /* 18 instructions a slot: GCC loads each word on its own and spills. */
-    int32_t al = *a_lo;
-    int32_t bl = *b_lo;
-    int32_t ah = *a_hi;
-    int32_t bh = *b_hi;
-    uint32_t x0;
-    uint32_t x1;
-    uint32_t x2;
-    uint32_t x3;
-    uint32_t t;
-    uint32_t wb;
-#define PX2_SLOT(ror, xo0, xo1, wo0, wo1)                                        \
-    "ldrd %[x0], %[x1], [%[r], #" xo0 "]\n\t"                                    \
-    "ldrd %[x2], %[x3], [%[r], #" xo1 "]\n\t"                                    \
-    "sxtb16 %[x1], %[x1]" ror "\n\t"                                                \
-    "sxtb16 %[x2], %[x2]" ror "\n\t"                                                \
-    "pkhbt %[t], %[x1], %[x2], lsl #16\n\t"                                     \
-    "pkhtb %[x1], %[x2], %[x1], asr #16\n\t"                                    \
-    "ldrd %[x2], %[wb], [%[w], #" wo0 "]\n\t"                                    \
-    "smlad %[al], %[t], %[x2], %[al]\n\t"                                       \
-    "smlad %[bl], %[t], %[wb], %[bl]\n\t"                                       \
-    "sxtb16 %[x0], %[x0]" ror "\n\t"                                                \
-    "smlabb %[al], %[x0], %[wb], %[al]\n\t"                                     \
-    "sxtb16 %[x3], %[x3]" ror "\n\t"                                                \
-    "smlabt %[bl], %[x3], %[x2], %[bl]\n\t"                                     \
-    "ldrd %[x2], %[wb], [%[w], #" wo1 "]\n\t"                                    \
-    "smlad %[ah], %[x1], %[x2], %[ah]\n\t"                                      \
-    "smlad %[bh], %[x1], %[wb], %[bh]\n\t"                                      \
-    "smlatb %[ah], %[x0], %[wb], %[ah]\n\t"                                     \
-    "smlatt %[bh], %[x3], %[x2], %[bh]\n\t"
-#define PX2_ASM(ror)                                                             \
-    __asm__(PX2_SLOT(ror, "0", "24", "0", "8")                                   \
-            PX2_SLOT(ror, "8", "32", "16", "24")                                 \
-            PX2_SLOT(ror, "16", "40", "32", "40")                                \
-            : [al] "+r"(al), [bl] "+r"(bl), [ah] "+r"(ah), [bh] "+r"(bh),         \
-              [x0] "=&r"(x0), [x1] "=&r"(x1), [x2] "=&r"(x2), [x3] "=&r"(x3),     \
-              [t] "=&r"(t), [wb] "=&r"(wb)                                        \
-            : [r] "r"(r), [w] "r"(w), "m"(*(const uint32_t(*)[12])r),           \
-              "m"(*(const uint32_t(*)[12])w))
-    if (odd) {
-        PX2_ASM(", ror #8");
-    } else {
-        PX2_ASM("");
-    }
-#undef PX2_ASM
-#undef PX2_SLOT
-    *a_lo = al;
-    *b_lo = bl;
-    *a_hi = ah;
-    *b_hi = bh;
-#else
-    for (int32_t k = 0; k < 3; ++k, w += 4) {
-        const uint32_t *x = r + 2 * k;
-        const uint32_t m = odd ? kiln_sxtb16_ror8(x[0]) : kiln_sxtb16(x[0]);
-        const uint32_t x0 = odd ? kiln_sxtb16_ror8(x[1]) : kiln_sxtb16(x[1]);
-        const uint32_t x1 = odd ? kiln_sxtb16_ror8(x[6]) : kiln_sxtb16(x[6]);
-        const uint32_t e = odd ? kiln_sxtb16_ror8(x[7]) : kiln_sxtb16(x[7]);
-        const uint32_t lo = pack_lo(x0, x1);
-        const uint32_t hi = pack_hi(x0, x1);
-        *a_lo = kiln_smlabb(m, w[1], kiln_smlad(lo, w[0], *a_lo));
-        *b_lo = smlabt(e, w[0], kiln_smlad(lo, w[1], *b_lo));
-        *a_hi = smlatb(m, w[3], kiln_smlad(hi, w[2], *a_hi));
-        *b_hi = kiln_smlatt(e, w[2], kiln_smlad(hi, w[3], *b_hi));
-    }
-#endif
+    f->g = g;
+    f->pad = pad;
+    f->lo = lo;
+    f->hi = hi;
+    f->words = g->cols / 2;
+    f->m_lo = (lo + 1) / 2;
+    f->m_hi = kiln_max_i32(hi / 2, f->m_lo);
+    f->lo_part = (lo & 1) && lo < hi;
+    f->hi_part = (hi & 1) && lo < hi;     /* never lo_part's word: that has hi even */
+    f->hi_off = 3 * (size_t)f->words;
+    f->x = (size_t)kiln_max_i32(2 * f->m_lo - pad, 0) * g->in_pix;
+    f->x_lo = (size_t)kiln_max_i32(lo - pad, 0) * g->in_pix;
+    f->x_hi = (size_t)kiln_max_i32(hi - 1 - pad, 0) * g->in_pix;
+    f->a[0] = (uint32_t)g->in_pix;
+    f->a[1] = (uint32_t)(4 * f->hi_off);
+    f->a[2] = 12u * (uint32_t)f->words;
+    f->a[3] = 12u * (uint32_t)f->m_lo;
+    f->a[4] = 12u * (uint32_t)f->m_hi;
+    f->a[5] = (uint32_t)f->x;
+    f->a[6] = f->lo_part ? 12u * (uint32_t)(f->m_lo - 1) : UINT32_MAX;
+    f->a[7] = (uint32_t)f->x_lo;
+    f->a[8] = f->hi_part ? 12u * (uint32_t)f->m_hi : UINT32_MAX;
+    f->a[9] = (uint32_t)f->x_hi;
 }
 
 /*
- * Requantized, plus the output zero point, clamped (kiln_dw_output); with relu
- * (a constant: act_min >= the output zero point) without TFLite's rounding
- * correction for a negative r: then both r >> right_shift and its corrected
- * twin are <= -1, so the output is <= the zero point <= act_min either way and
- * the clamp makes it act_min (four instructions instead of five).
+ * Input line iy of the pass's two channels into ring slot `slot` of both planes (a
+ * padding line: every word the zero point), a pixel at a time: the C twin of
+ * px2_fill_even / _odd, and the fill of a last block of C % 4 channels.
  */
-static KILN_ALWAYS_INLINE int8_t px2_output(int32_t acc, const kiln_dw_rq_t *q, int32_t k,
-                                            int32_t act_min, int32_t act_max, int full_range,
-                                            int relu)
+static KILN_NOINLINE void px2_fill(const px2_plan_t *f, int32_t iy, int32_t slot)
 {
-    if (!relu) {
-        return kiln_dw_output(acc, q->multiplier2, q->right_shift, k, act_min, act_max,
-                              full_range);
-    }
-    return kiln_dw_clamp((kiln_dw_mulhigh(acc, q->multiplier2) >> q->right_shift) + k,
-                         act_min, act_max, full_range);
-}
-
-/* The last pixel of an odd row, on its own: one clamping instance for all (flags at
- * run time), it is one pixel of a row. Per filter row (w0, w1) . (x[j], x[j + 1])
- * and w2 * x[j + 2], x[j + 2] from the ring, or in a short ring (g->cols == tw + 1:
- * the pixel's third tap is padding past the line, and the ring stops before it) the
- * zero point itself (the folded bias holds w2 * input_offset: the padded tap adds 0
- * as in TFLM). */
-static KILN_NOINLINE void px2_last(const px2_layer_t *g, const px2_pass_t *s,
-                                   const uint32_t *w, const uint32_t *r, int8_t *out, int odd,
-                                   int store_hi)
-{
-    const kiln_conv_params_t *p = g->p;
-    const int32_t k = 1 + 2 * p->output_offset;
-    const int ring_short = g->cols == g->tw + 1;
-    /* The zero point in every byte (what a padding column holds). */
-    const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
-    int32_t a_lo = s->bias[0];
-    int32_t a_hi = s->bias[2];
-    for (int32_t ky = 0; ky < 3; ++ky, w += 4) {
-        const uint32_t v2 = ring_short ? zp4 : r[6 + 2 * ky];
-        const uint32_t x0 = odd ? kiln_sxtb16_ror8(r[2 * ky]) : kiln_sxtb16(r[2 * ky]);
-        const uint32_t x1 = odd ? kiln_sxtb16_ror8(r[2 * ky + 1]) : kiln_sxtb16(r[2 * ky + 1]);
-        const uint32_t x2 = odd ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
-        a_lo = smlatb(w[0], x2, kiln_smlad(pack_lo(x0, x1), w[1], a_lo));
-        a_hi = kiln_smlatt(w[2], x2, kiln_smlad(pack_hi(x0, x1), w[3], a_hi));
-    }
-    out[0] = px2_output(a_lo, &s->rq_lo, k, p->activation.min, p->activation.max, 0, 0);
-    if (store_hi) {
-        out[2] = px2_output(a_hi, &s->rq_hi, k, p->activation.min, p->activation.max, 0, 0);
+    const int image = iy >= 0 && iy < f->g->in_lines;
+    const int8_t *line = f->image + (image ? (size_t)iy * f->g->in_line : 0);
+    uint32_t *q = f->ring + slot;
+    for (int32_t i = 0; i < 2 * f->words; i += 2, q += 3) {
+        uint32_t v[2];
+        for (int32_t h = 0; h < 2; ++h) {
+            v[h] = image && i + h >= f->lo && i + h < f->hi
+                       ? px2_load(line + (size_t)(i + h - f->pad) * f->g->in_pix, f->lanes)
+                       : f->zp4;
+        }
+        px2_widen(v[0], v[1], f->odd, &q[0], &q[f->hi_off]);
     }
 }
 
-/* One output row of one pass: ring at the row's slots, w the pass's weights from
- * the row's rotation, out at the row's first pixel and the pass's first channel. */
-static KILN_ALWAYS_INLINE void px2_pass(const px2_layer_t *g, const px2_pass_t *s,
-                                        const uint32_t *w, const uint32_t *ring, int8_t *out,
-                                        int odd, int full_range, int relu, int store_hi)
+/* px2_fill, or its assembly twin for a block of four channels. */
+static KILN_ALWAYS_INLINE void px2_fill_line(const px2_plan_t *f, int32_t iy, int32_t slot)
 {
-    const kiln_conv_params_t *p = g->p;
-    const int32_t k = 1 + 2 * p->output_offset;
-    const int32_t act_min = p->activation.min;
-    const int32_t act_max = p->activation.max;
-    const size_t c = g->out_pix;
-    const uint32_t *end = ring + (size_t)(g->tw / 2) * 6;
-    for (const uint32_t *r = ring; r != end; r += 6, out += 2 * c) {
-        int32_t a_lo = s->bias[0];
-        int32_t b_lo = s->bias[1];
-        int32_t a_hi = s->bias[2];
-        int32_t b_hi = s->bias[3];
-        px2_pair(r, w, odd, &a_lo, &b_lo, &a_hi, &b_hi);
-        const int8_t y0 = px2_output(a_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
-        const int8_t y1 = px2_output(b_lo, &s->rq_lo, k, act_min, act_max, full_range, relu);
-        out[0] = y0;
-        out[c] = y1;
-        if (store_hi) {
-            const int8_t y2 = px2_output(a_hi, &s->rq_hi, k, act_min, act_max, full_range,
-                                         relu);
-            const int8_t y3 = px2_output(b_hi, &s->rq_hi, k, act_min, act_max, full_range,
-                                         relu);
-            out[2] = y2;
-            out[c + 2] = y3;
+#if defined(PX2_ASM)
+    if (f->lanes == 4) {
+        const int8_t *line =
+            iy < 0 || iy >= f->g->in_lines ? NULL : f->image + (size_t)iy * f->g->in_line;
+        (f->odd ? px2_fill_odd : px2_fill_even)(line, f->ring + slot, f->a);
+        return;
+    }
+#endif
+    px2_fill(f, iy, slot);
+}
+
+/* The generic line loop: a channel's pairs of a tile's line, plane at word 0 of
+ * the ring (slot 0), w its weights from the line's rotation, any clamp. */
+static KILN_NOINLINE void px2_line_c(const uint32_t *plane, const uint32_t *w,
+                                     const px2_chan_t *ch, int8_t *out, int32_t pairs,
+                                     int32_t act_min, int32_t act_max)
+{
+    const size_t step = ch->step;
+    const int32_t rs = (int32_t)(ch->rsk & 0xffu);
+    const int32_t k = (int32_t)ch->rsk >> 8;
+    for (int32_t j = 0; j < pairs; ++j, plane += 3, out += 2 * step) {
+        int32_t e = ch->bias[0];
+        int32_t o = ch->bias[1];
+        for (int32_t s = 0; s < 3; ++s) {
+            const uint32_t x0 = plane[s];
+            const uint32_t x1 = plane[3 + s];
+            const uint32_t a = w[2 * s];
+            const uint32_t b = w[2 * s + 1];
+            e = kiln_smlad(x0, a, e);
+#if defined(__ARM_FEATURE_DSP)
+            e = __smlabt((int32_t)x1, (int32_t)b, e);
+            o = __smlatb((int32_t)x0, (int32_t)a, o);
+#else
+            e += kiln_lane0(x1) * kiln_lane1(b);
+            o += kiln_lane1(x0) * kiln_lane0(a);
+#endif
+            o = kiln_smlad(x1, b, o);
+        }
+        out[0] = kiln_dw_output(e, ch->multiplier2, rs, k, act_min, act_max, 0);
+        out[step] = kiln_dw_output(o, ch->multiplier2, rs, k, act_min, act_max, 0);
+    }
+}
+
+
+/* The last pixel of an odd tile's line, on its own: per slot a . word j plus w2 *
+ * lane0(word j + 1), or in a short ring (the pixel's third taps are padding past
+ * the line, which the ring stops before) bias_short and no third taps. */
+static KILN_NOINLINE void px2_last(const uint32_t *r, const uint32_t *w, const px2_chan_t *ch,
+                                   int8_t *out, int ring_short, int32_t act_min,
+                                   int32_t act_max)
+{
+    int32_t e = ring_short ? ch->bias_short : ch->bias[0];
+    for (int32_t s = 0; s < 3; ++s) {
+        e = kiln_smlad(r[s], w[2 * s], e);
+        if (!ring_short) {
+#if defined(__ARM_FEATURE_DSP)
+            e = __smlabt((int32_t)r[3 + s], (int32_t)w[2 * s + 1], e);
+#else
+            e += kiln_lane0(r[3 + s]) * kiln_lane1(w[2 * s + 1]);
+#endif
         }
     }
-    if (g->tw & 1) {
-        px2_last(g, s, w, end, out, odd, store_hi);
-    }
+    *out = kiln_dw_output(e, ch->multiplier2, (int32_t)(ch->rsk & 0xffu),
+                          (int32_t)ch->rsk >> 8, act_min, act_max, 0);
 }
 
-/* Every output line of the tile of the block of `lanes` channels at c (its passes
- * s): each line first brings the input lines it needs into the ring. full_range
- * and relu are constants in each instance. */
-static KILN_ALWAYS_INLINE void px2_block(const px2_layer_t *g, const int8_t *image, int32_t c,
-                                         int32_t lanes, const px2_pass_t *s, uint32_t *ring,
-                                         int8_t *out, uint32_t zp4, int full_range, int relu)
+/*
+ * Every output line of the tile for a pass of `n` channels (ch; out at the tile's
+ * first pixel of line 0 in the first one's channel, the second's two channels on):
+ * each line first brings the input lines it needs into the ring. relu: the
+ * assembly loop applies.
+ */
+static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, int32_t lanes,
+                                   int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
+                                   int8_t *out, uint32_t zp4, int relu)
 {
-    /* held[k]: the input line in ring slot k (lines below -3 never are). */
+    const kiln_conv_params_t *p = g->p;
+    const int32_t act_min = p->activation.min;
+    const int32_t act_max = p->activation.max;
+    const int32_t pairs = g->tw / 2;
+    px2_plan_t f;
+    px2_plan(g, &f);
+    f.image = image;
+    f.ring = ring;
+    f.lanes = lanes;
+    f.odd = odd;
+    f.zp4 = zp4;
+    f.a[10] = kiln_sxtb16(zp4);
+    const size_t plane_words = f.hi_off;
+    /* The words no image pixel reaches: the zero point in every slot of both planes. */
+    const uint32_t zp2 = kiln_sxtb16(zp4);
+    for (size_t i = 0; i < 3 * (size_t)(f.m_lo - f.lo_part); ++i) {
+        ring[i] = zp2;
+        ring[plane_words + i] = zp2;
+    }
+    for (size_t i = 3 * (size_t)(f.m_hi + f.hi_part); i < plane_words; ++i) {
+        ring[i] = zp2;
+        ring[plane_words + i] = zp2;
+    }
+#if defined(PX2_ASM)
+    const int32_t n_c = relu ? 0 : n;       /* the channels the C loop runs */
+#else
+    const int32_t n_c = n;
+    (void)relu;
+#endif
+    /* held[k]: the input line in ring slot k (lines below -3 never are). At vertical
+     * stride 1 each line after the first brings one new input line. */
     int32_t held[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
     int32_t iy0 = -g->line_pad;
+    /* Input line iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 lines). */
+    int32_t slot0 = (iy0 + 3) % 3;
+    const int stride1 = g->line_stride == 1;
+    if (stride1) {
+        px2_fill_line(&f, iy0, slot0);
+        px2_fill_line(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1);
+    }
     for (int32_t oy = 0; oy < g->out_lines; ++oy, iy0 += g->line_stride, out += g->out_line) {
-        /* Input line iy sits in slot (iy + 3) % 3 (iy >= -3: padding <= 3 lines). */
-        const int32_t slot0 = (iy0 + 3) % 3;
-        for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
-            if (held[slot] != iy0 + ky) {
-                fill_row(g, image, c, lanes, iy0 + ky, zp4, ring, slot);
-                held[slot] = iy0 + ky;
+        if (stride1) {
+            px2_fill_line(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1);
+        } else {
+            slot0 = (iy0 + 3) % 3;
+            for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
+                if (held[slot] != iy0 + ky) {
+                    px2_fill_line(&f, iy0 + ky, slot);
+                    held[slot] = iy0 + ky;
+                }
             }
         }
         /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
         const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
-        /* A pass stores its second channel only if it exists (C % 4). */
-        px2_pass(g, &s[0], s[0].w[rot], ring, out, 0, full_range, relu, lanes >= 3);
-        if (lanes >= 2) {
-            px2_pass(g, &s[1], s[1].w[rot], ring, out + 1, 1, full_range, relu, lanes == 4);
+#if defined(PX2_ASM)
+        if (relu) {
+            px2_line_relu(ring, out, 8u * (uint32_t)rot, ch);
+        }
+#endif
+        for (int32_t i = 0; i < n_c; ++i) {
+            const uint32_t *plane = ring + (size_t)i * plane_words;
+            const uint32_t *w = ch[i].w + 2 * rot;
+            int8_t *o = out + 2 * i;
+            px2_line_c(plane, w, &ch[i], o, pairs, act_min, act_max);
+            if (g->tw & 1) {
+                px2_last(plane + 3 * (size_t)pairs, w, &ch[i],
+                         o + (size_t)(2 * pairs) * g->out_pix, ch[i].last == 1, act_min,
+                         act_max);
+            }
+        }
+        if (stride1) {
+            slot0 = slot0 == 2 ? 0 : slot0 + 1;
         }
     }
 }
 
-/* The RELU-at-the-zero-point instance (whole blocks), and the one for any clamp
- * and any block (its passes test for a missing second channel per pair). */
-static KILN_NOINLINE void px2_block_relu(const px2_layer_t *g, const int8_t *image, int32_t c,
-                                         const px2_pass_t *s, uint32_t *ring, int8_t *out,
-                                         uint32_t zp4)
+#if defined(__ARM_FEATURE_DSP)
+/* (lane0(a), lane0(b)) and (lane1(a), lane1(b)). */
+static inline uint32_t px2_pack_lo(uint32_t a, uint32_t b)
 {
-    px2_block(g, image, c, 4, s, ring, out, zp4, 1, 1);
+    uint32_t r;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(a), "r"(b));
+    return r;
 }
 
-static KILN_NOINLINE void px2_block_any(const px2_layer_t *g, const int8_t *image, int32_t c,
-                                        int32_t lanes, const px2_pass_t *s, uint32_t *ring,
-                                        int8_t *out, uint32_t zp4)
+static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
 {
-    px2_block(g, image, c, lanes, s, ring, out, zp4, 0, 0);
+    uint32_t r;
+    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(b), "r"(a));
+    return r;
+}
+#else
+static inline uint32_t px2_pack_lo(uint32_t a, uint32_t b)
+{
+    return (a & 0xffffu) | (b << 16);
 }
 
-/* Rows 3 and 4 of the pass weights: rows 0 and 1 again (px2_pass_t). */
-static void px2_wrap_rows(px2_pass_t *s)
+static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
 {
-    for (int32_t j = 0; j < 2; ++j) {
-        memcpy(s[j].w[3], s[j].w[0], 2 * sizeof s[j].w[0]);
-    }
+    return (a >> 16) | (b & 0xffff0000u);
 }
+#endif
 
-/* The two passes of the last C % 4 channels (`lanes` of them) at c, one weight at
- * a time: widened weight pairs, folded biases (bias + input_offset * sum of the
- * taps) and requantization; lanes past C get zero weights and are never stored.
- * tap: filter bytes from a tap to the next along the pair axis; line: along the
- * slot axis (C and 3 * C for rows of pairs, the other way round for columns). */
-static void px2_setup_tail(const int8_t *filter, const int32_t *bias,
-                           const kiln_requant_packed_t *quant, size_t tap, size_t line,
-                           int32_t input_offset, int32_t c, int32_t lanes, px2_pass_t *s)
-{
-    memset(s, 0, 2 * sizeof *s);
-    for (int32_t lane = 0; lane < lanes; ++lane) {
-        /* Pass lane & 1 (c0, c2 then c1, c3); lo for c0 / c1, hi for c2 / c3. */
-        px2_pass_t *ps = &s[lane & 1];
-        const int hi = lane >> 1;
-        const int32_t ch = c + lane;
-        int32_t sum = 0;
-        for (int32_t ky = 0; ky < 3; ++ky) {
-            const int8_t *f = filter + (size_t)ky * line + (size_t)ch;
-            const int32_t w0 = f[0];
-            const int32_t w1 = f[tap];
-            const int32_t w2 = f[2 * tap];
-            sum += w0 + w1 + w2;
-            ps->w[ky][2 * hi] = (uint32_t)(uint16_t)w1 | (uint32_t)(uint16_t)w2 << 16;
-            ps->w[ky][2 * hi + 1] = (uint32_t)(uint16_t)w0 | (uint32_t)(uint16_t)w1 << 16;
-        }
-        ps->bias[2 * hi] = ps->bias[2 * hi + 1] = bias[ch] + input_offset * sum;
-        *(hi ? &ps->rq_hi : &ps->rq_lo) = kiln_dw_rq_packed(quant, ch);
-    }
-    px2_wrap_rows(s);
-}
-
-/* The same for a whole block of four channels, a word of four taps at a time:
- * SXTB16 splits a filter word into the (c0, c2) and (c1, c3) pairs, and PKH
- * regroups them by channel (the sums of the taps as int16 lanes, |sum| <= 9 * 128). */
+/* The weights, folded biases and requantization of the `n` channels of pass j of the
+ * block of `lanes` channels at c (c + j, c + j + 2), a word of four taps at a time (the
+ * filter's taps `tap` bytes apart along the pair axis, its rows `line` apart along the
+ * slot axis: C and 3 * C for rows of pairs, the other way round for columns):
+ * SXTB16 (lanes j) splits a filter word into the pass's two channels and PKH regroups
+ * them by channel; the sums of the taps as int16 lanes (|sum| <= 9 * 128). */
 static void px2_setup(const int8_t *filter, const int32_t *bias,
                       const kiln_requant_packed_t *quant, size_t tap, size_t line,
-                      int32_t input_offset, int32_t c, px2_pass_t *s)
+                      int32_t input_offset, int32_t k, int32_t c, int32_t lanes, int j,
+                      int32_t n, px2_chan_t *s)
 {
-    uint32_t sum[2] = {0, 0};
+    uint32_t sum = 0;
+    uint32_t sum01 = 0;
     for (int32_t ky = 0; ky < 3; ++ky) {
         const int8_t *f = filter + (size_t)ky * line + (size_t)c;
-        const uint32_t v0 = kiln_load_s8x4(f);
-        const uint32_t v1 = kiln_load_s8x4(f + tap);
-        const uint32_t v2 = kiln_load_s8x4(f + 2 * tap);
-        for (int32_t j = 0; j < 2; ++j) {
-            const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
-            const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
-            const uint32_t e2 = j ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
-            uint32_t *w = s[j].w[ky];
-            w[0] = pack_lo(e1, e2);         /* (w1, w2) lo */
-            w[1] = pack_lo(e0, e1);         /* (w0, w1) lo */
-            w[2] = pack_hi(e1, e2);
-            w[3] = pack_hi(e0, e1);
-            sum[j] = kiln_sadd16(sum[j], kiln_sadd16(e0, kiln_sadd16(e1, e2)));
-        }
+        const uint32_t v0 = px2_load(f, lanes);
+        const uint32_t v1 = px2_load(f + tap, lanes);
+        const uint32_t v2 = px2_load(f + 2 * tap, lanes);
+        const uint32_t e0 = j ? kiln_sxtb16_ror8(v0) : kiln_sxtb16(v0);
+        const uint32_t e1 = j ? kiln_sxtb16_ror8(v1) : kiln_sxtb16(v1);
+        const uint32_t e2 = j ? kiln_sxtb16_ror8(v2) : kiln_sxtb16(v2);
+        s[0].w[2 * ky] = px2_pack_lo(e0, e1);         /* (w0, w1) */
+        s[0].w[2 * ky + 1] = px2_pack_lo(e1, e2);     /* (w1, w2) */
+        s[1].w[2 * ky] = px2_pack_hi(e0, e1);
+        s[1].w[2 * ky + 1] = px2_pack_hi(e1, e2);
+        const uint32_t e01 = kiln_sadd16(e0, e1);
+        sum01 = kiln_sadd16(sum01, e01);
+        sum = kiln_sadd16(sum, kiln_sadd16(e01, e2));
     }
-    px2_wrap_rows(s);
-    for (int32_t j = 0; j < 2; ++j) {
-        const int32_t lo = c + j;
-        const int32_t hi = c + j + 2;
-        s[j].bias[0] = s[j].bias[1] = bias[lo] + input_offset * (int16_t)(uint16_t)sum[j];
-        s[j].bias[2] = s[j].bias[3] =
-            bias[hi] + input_offset * (int16_t)(uint16_t)(sum[j] >> 16);
-        s[j].rq_lo = kiln_dw_rq_packed(quant, lo);
-        s[j].rq_hi = kiln_dw_rq_packed(quant, hi);
+    for (int32_t i = 0; i < n; ++i, sum >>= 16, sum01 >>= 16) {
+        const int32_t ch = c + j + 2 * i;
+        memcpy(&s[i].w[6], &s[i].w[0], 4 * sizeof s[i].w[0]);
+        const kiln_dw_rq_t rq = kiln_dw_rq_packed(quant, ch);
+        s[i].multiplier2 = rq.multiplier2;
+        s[i].rsk = (uint32_t)rq.right_shift | (uint32_t)k << 8;
+        s[i].bias[0] = s[i].bias[1] = bias[ch] + input_offset * (int16_t)(uint16_t)sum;
+        s[i].bias_short = bias[ch] + input_offset * (int16_t)(uint16_t)sum01;
     }
 }
 
@@ -506,7 +681,7 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
     const size_t pix = (size_t)in_c;
     const size_t in_row = (size_t)input_dims->w * pix;
     const size_t out_row = (size_t)output_dims->w * pix;
-    px2_layer_t g = {.p = p, .in_c = in_c};
+    px2_layer_t g = {.p = p};
     size_t tap = pix;                   /* filter taps along the pair axis */
     size_t line = 3 * pix;              /* ... and along the slot axis */
     if (vertical) {
@@ -555,33 +730,40 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
     const uint32_t zp4 = (uint32_t)(uint8_t)(int8_t)(-p->input_offset) * UINT32_C(0x01010101);
     const size_t image_bytes = (size_t)input_dims->h * in_row;
     const size_t out_bytes = (size_t)output_dims->h * out_row;
-    /* The fast instance: no clamp but SSAT's and act_min at the zero point (a
+    /* The assembly line loop: no clamp but SSAT's and act_min at the zero point (a
      * RELU with the output zero point at -128, as MLPerf Tiny's models have); any
-     * other clamp takes the clamping one. */
+     * other clamp takes the C one. */
     const int relu = p->activation.min == -128 && p->activation.max == 127 &&
                      p->output_offset == -128;
+    const int32_t k = 1 + 2 * p->output_offset;
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
         for (int32_t c = 0; c < in_c; c += 4) {
             const int32_t lanes = kiln_min_i32(4, in_c - c);
-            px2_pass_t s[2];
-            if (lanes < 4) {
-                px2_setup_tail(filter, bias, quant, tap, line, p->input_offset, c, lanes, s);
-            } else {
-                px2_setup(filter, bias, quant, tap, line, p->input_offset, c, s);
-            }
-            for (int32_t t = 0; t < tiles; ++t) {
-                const int32_t ti = reverse ? tiles - 1 - t : t;
-                g.x0 = ti * tile;
-                g.tw = ti < tiles - 1 ? tile : g.out_len - g.x0;
-                g.cols = short_last && g.x0 + g.tw == g.out_len ? g.tw + 1
-                                                                : ring_cols(g.tw);
-                int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)c;
-                if (relu && lanes == 4) {
-                    px2_block_relu(&g, image, c, s, ring, o, zp4);
-                } else {
-                    px2_block_any(&g, image, c, lanes, s, ring, o, zp4);
+            /* Pass j: channels c + j and c + j + 2 (if there), SXTB16 lanes j. */
+            for (int32_t j = 0; j < 2 && j < lanes; ++j) {
+                px2_chan_t ch[2];
+                const int32_t n = j + 2 < lanes ? 2 : 1;
+                px2_setup(filter, bias, quant, tap, line, p->input_offset, k, c, lanes, j, n,
+                          ch);
+                ch[0].step = ch[1].step = (uint32_t)g.out_pix;
+                for (int32_t t = 0; t < tiles; ++t) {
+                    const int32_t ti = reverse ? tiles - 1 - t : t;
+                    g.x0 = ti * tile;
+                    g.tw = ti < tiles - 1 ? tile : g.out_len - g.x0;
+                    g.cols = short_last && g.x0 + g.tw == g.out_len ? g.tw + 1
+                                                                    : ring_cols(g.tw);
+                    const uint32_t last = (g.tw & 1) == 0 ? 0u : g.cols == g.tw + 1 ? 1u : 2u;
+                    for (int32_t i = 0; i < n; ++i) {
+                        ch[i].pair_bytes = (uint32_t)(g.tw / 2) * 2u * (uint32_t)g.out_pix;
+                        ch[i].last = last;
+                        ch[i].last_bias = last == 1 ? ch[i].bias_short : ch[i].bias[0];
+                        ch[i].odd_pairs = (uint32_t)(g.tw / 2) & 1u;
+                        ch[i].next = i + 1 < n ? 4u * 3u * (uint32_t)(g.cols / 2) : 0u;
+                    }
+                    int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)(c + j);
+                    px2_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
                 }
             }
         }

@@ -256,7 +256,10 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # 6x6 layers), but not on rows under six pixels, where its own set-up
                 # per channel dominates (1.4x on VWW's 3x3 maps). With C % 4 != 0 the
                 # pixel pairs keep stride 1 (the planes fill a last block in C; unmeasured).
-                small = max(shape.output[1], shape.output[2]) < _DW_PX2_MIN_WIDTH
+                # Maps of 12x12 too: on VWW's 12x12x64 stride-1 layer 2.31 instructions a
+                # MAC against px2's 2.79 (per-line work on 12-pixel lines); at 24x24 its
+                # planes of the whole map (6.5 KB) would raise VWW's arena.
+                small = max(shape.output[1], shape.output[2]) <= _DW_PX2_MIN_WIDTH
                 lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
                         and shape.output[2] >= 6)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
