@@ -949,7 +949,17 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes"):
+    if v.knobs["variant"] == "3x3_planes":
+        # One record a channel (conv.h kiln_dw_planes_channel_t), the kernel LDMs it.
+        table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
+        records = planes_channels(w.data, unfolded, table, int(qparams(y)[1]))
+        name = ctx.const("channels", records.view(np.int32).reshape(-1), "int32_t",
+                         "kiln_dw_planes_channel_t per channel: weight pairs, bias, "
+                         "requantization")
+        args[0] = ("&ctx, &params, (const kiln_dw_planes_channel_t *)" + name)
+        args[2] = "&filter_dims"
+        quant = ""
+    elif simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         # The kernels derive their constants once per block of channels (w8's edge
@@ -973,11 +983,12 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
         quant = _quant_c(ctx, mult, shift)
         bias_name = ctx.ptr(b) if b is not None else "NULL"
         filter_name = ctx.ptr(w)
-    args[2] = f"&filter_dims, {filter_name}, {bias_name}"
+    if v.knobs["variant"] != "3x3_planes":
+        args[2] = f"&filter_dims, {filter_name}, {bias_name}"
     lines = [
         _conv_params_c("kiln_dwconv_params_t", g, x, y, act,
                        depth_multiplier=mult_opt),
-        quant,
+        *([quant] if quant else []),
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
@@ -988,6 +999,20 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
                      macs=_dwconv2d_macs(ctx), summary=_dwconv2d_summary(ctx, g, v, mult_opt),
                      knobs=v.knobs, shape=shape)
+
+
+def planes_channels(weights: np.ndarray, bias: np.ndarray, table: np.ndarray,
+                    output_zero_point: int) -> np.ndarray:
+    """1HWC int8 filter, bias and requant_fast's table → kiln_dw_planes_channel_t per
+    channel as uint32 [C, 9]: (w0, w1) of the three filter rows, (w1, w2) of them (int16
+    lanes, lane 0 low), the bias, multiplier << 1, right shift | (1 + 2 * zero point) << 8."""
+    w = weights.reshape(3, 3, -1).astype(np.int64) & 0xFFFF         # [row, tap, C]
+    w01 = w[:, 0] | (w[:, 1] << 16)
+    w12 = w[:, 1] | (w[:, 2] << 16)
+    k = 1 + 2 * output_zero_point
+    rsk = table[:, 2].astype(np.int64) + (k << 8)
+    columns = [*w01, *w12, bias.astype(np.int64), table[:, 0].astype(np.int64) << 1, rsk]
+    return (np.stack(columns, axis=1) & 0xFFFFFFFF).astype(np.uint32)
 
 
 def _dwconv2d_macs(ctx: LowerCtx) -> int:
