@@ -127,17 +127,21 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
  * k << 8: ASR by a register shifts by its low byte (right_shift, 1..30), and
  * rsk >> 8 (arithmetic) is k, as right_shift < 256.
  *
- * Stack frame (40 bytes under the saved registers): [0] bias, [4] bias, [8]
+ * Stack frame (52 bytes under the saved registers): [0] bias, [4] bias, [8]
  * multiplier2, [12] rsk, [16] out_end, [20] p of the next channel, [24] out of the
- * next channel, [28] its record, [32] args, [36] channels left.
+ * next channel, [28] its record, [32] args, [36] channels left, [40] bytes of a
+ * row's pairs, [44] bytes p skips, [48] W odd.
  */
 #define PLANES_BLOCK_ENTRY                                                       \
     "push {r4-r11, lr}\n\t"                                                      \
-    "sub sp, sp, #40\n\t"                                                        \
+    "sub sp, sp, #52\n\t"                                                        \
     "strd r0, r1, [sp, #20]\n\t"                                                 \
     "strd r2, r3, [sp, #28]\n\t"                                                 \
-    "ldr r3, [r3]\n\t"                                                           \
-    "str r3, [sp, #36]\n\t"                                                      \
+    "ldr r4, [r3], #12\n\t"                                                      \
+    "ldm r3, {r5-r7}\n\t"                                                        \
+    "str r4, [sp, #36]\n\t"                                                      \
+    "add r3, sp, #40\n\t"                                                        \
+    "stm r3, {r5-r7}\n\t"                                                        \
     "1:\n\t"                              /* a channel */                         \
     "ldr r3, [sp, #28]\n\t"                                                      \
     "ldm r3!, {r4-r9}\n\t"                /* w01[0..2], w12[0..2] */             \
@@ -184,8 +188,7 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
  * channel. */
 #define PLANES_BLOCK_EXIT                                                        \
     "5:\n\t"                                                                     \
-    "ldr r12, [sp, #32]\n\t"                                                     \
-    "ldr r3, [r12, #16]\n\t"                                                     \
+    "ldr r3, [sp, #44]\n\t"                                                      \
     "add r0, r0, r3\n\t"                                                         \
     "ldr r3, [sp, #16]\n\t"                                                      \
     "cmp r1, r3\n\t"                                                             \
@@ -194,7 +197,7 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
     "subs r3, r3, #1\n\t"                                                        \
     "str r3, [sp, #36]\n\t"                                                      \
     "bne 1b\n\t"                                                                 \
-    "add sp, sp, #40\n\t"                                                        \
+    "add sp, sp, #52\n\t"                                                        \
     "pop {r4-r11, pc}\n\t"
 
 /* Stride 1: pixels 2j and 2j + 1 a time (W >= 2), then a last even pixel when W
@@ -206,8 +209,7 @@ PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
     __asm__ volatile(
         PLANES_BLOCK_ENTRY
         "2:\n\t"                            /* an output row */
-        "ldr r12, [sp, #32]\n\t"
-        "ldr r2, [r12, #12]\n\t"
+        "ldr r2, [sp, #40]\n\t"
         "add r2, r2, r1\n\t"                /* the end of its pairs */
         "3:\n\t"
         "ldrd lr, r11, [sp]\n\t"            /* bias, bias */
@@ -229,8 +231,7 @@ PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         PLANES_REQUANT_PAIR
         "cmp r1, r2\n\t"
         "bne 3b\n\t"
-        "ldr r12, [sp, #32]\n\t"
-        "ldr r3, [r12, #20]\n\t"
+        "ldr r3, [sp, #48]\n\t"
         "cbz r3, 5f\n\t"
         "ldr lr, [sp]\n\t"                  /* the last pixel, even */
         "ldrd r3, r12, [r0]\n\t"
@@ -259,8 +260,7 @@ PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         "pkhbt r7, r7, r8\n\t"              /* (w02, w12) */
         "lsr r8, r9, #16\n\t"               /* (w22, 0) */
         "2:\n\t"
-        "ldr r12, [sp, #32]\n\t"
-        "ldr r2, [r12, #12]\n\t"
+        "ldr r2, [sp, #40]\n\t"
         "add r2, r2, r1\n\t"
         "3:\n\t"
         "ldrd lr, r11, [sp]\n\t"
@@ -285,8 +285,7 @@ PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         PLANES_REQUANT_PAIR
         "cmp r1, r2\n\t"
         "bne 3b\n\t"
-        "ldr r12, [sp, #32]\n\t"
-        "ldr r3, [r12, #20]\n\t"
+        "ldr r3, [sp, #48]\n\t"
         "cbz r3, 5f\n\t"
         "ldr lr, [sp]\n\t"                  /* the last pixel */
         "ldrd r3, r12, [r0]\n\t"
@@ -304,26 +303,26 @@ PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
 
 /* The image part of the planes of four channels, every image row the outputs read:
  * src (the first such row), q (its plane 0 word holding column 0, or the word
- * below when pad_w is odd), and args = {C, (input_offset, input_offset), bytes of
- * an input row, flags (1: pad_w is odd, column 0 goes in a word's upper half;
- * 2: a last column in a word's lower half; 4: a pair of columns after the
- * quads), bytes of plane words the column quads fill, rows}. 22 instructions per
- * four pixels of four channels (PKH pairs the pixels' bytes, SXTAB16 widens two
- * planes' words a time); a lone column's word has zeros in its other half
- * (padding, or a column no output reads). */
+ * below when pad_w is odd), and args = {C, (input_offset, input_offset), flags (1:
+ * pad_w is odd, column 0 goes in a word's upper half; 2: a last column in a word's
+ * lower half; 4: a pair of columns after the quads), rows, bytes src skips at a
+ * row's end, bytes q skips there, bytes of plane words the column quads fill}.
+ * 22 instructions per four pixels of four channels (PKH pairs the pixels' bytes,
+ * SXTAB16 widens two planes' words a time); a lone column's word has zeros in its
+ * other half (padding, or a column no output reads). */
 PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
                                    PLANES_ARG int32_t unused,
                                    PLANES_ARG const uint32_t *args)
 {
     __asm__ volatile(
         "push {r4-r11, lr}\n\t"
-        "ldm r3, {r4-r9}\n\t"       /* C, offsets, row bytes, flags, quad bytes, rows */
-        "push {r0, r1, r6-r9}\n\t"  /* [sp]: src, q, row bytes, flags, quad bytes, rows */
-        "mov r6, r5\n\t"
+        "ldm r3!, {r4-r6, lr}\n\t"          /* C, offsets, flags, rows */
+        "ldm r3, {r7-r9}\n\t"
+        "push {r7-r9}\n\t"                /* [sp]: src skip, q skip, quad bytes */
+        "mov r3, r6\n\t"                  /* flags */
+        "mov r6, r5\n\t"                  /* offsets */
         "add r5, r4, r4, lsl #1\n\t"        /* 3 C */
         "3:\n\t"
-        "ldrd r0, r1, [sp]\n\t"
-        "ldr r3, [sp, #12]\n\t"
         "tst r3, #1\n\t"
         "beq 4f\n\t"
         "ldr r7, [r0]\n\t"                  /* column 0 alone, in the upper halves */
@@ -331,19 +330,17 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
         "sxtab16 r9, r6, r7\n\t"            /* (c0, c2) */
         "sxtab16 r7, r6, r7, ror #8\n\t"    /* (c1, c3) */
         "lsl r11, r9, #16\n\t"
-        "lsl lr, r7, #16\n\t"
-        "lsr r9, r9, #16\n\t"
-        "lsl r9, r9, #16\n\t"
-        "lsr r7, r7, #16\n\t"
-        "lsl r7, r7, #16\n\t"
-        "str lr, [r1, #64]\n\t"
+        "lsl r10, r7, #16\n\t"
+        "bfc r9, #0, #16\n\t"
+        "bfc r7, #0, #16\n\t"
+        "str r10, [r1, #64]\n\t"
         "str r9, [r1, #128]\n\t"
         "str r7, [r1, #192]\n\t"
         "str r11, [r1], #4\n\t"
         "4:\n\t"
-        "ldr r2, [sp, #16]\n\t"
+        "ldr r2, [sp, #8]\n\t"
         "add r2, r2, r1\n\t"
-        "cmp r1, r2\n\t"
+        "cmp r2, r1\n\t"
         "beq 6f\n\t"
         "5:\n\t"
         "ldr r7, [r0]\n\t"                  /* pixels a, b, c, d */
@@ -370,7 +367,6 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
         "cmp r1, r2\n\t"
         "bne 5b\n\t"
         "6:\n\t"
-        "ldr r3, [sp, #12]\n\t"
         "tst r3, #4\n\t"
         "beq 7f\n\t"
         "ldr r7, [r0]\n\t"                  /* a pair of columns */
@@ -393,24 +389,20 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
         "sxtab16 r9, r6, r7\n\t"
         "sxtab16 r7, r6, r7, ror #8\n\t"
         "uxth r11, r9\n\t"
-        "uxth lr, r7\n\t"
+        "uxth r10, r7\n\t"
         "lsr r9, r9, #16\n\t"
         "lsr r7, r7, #16\n\t"
         "str r11, [r1]\n\t"
-        "str lr, [r1, #64]\n\t"
+        "str r10, [r1, #64]\n\t"
         "str r9, [r1, #128]\n\t"
         "str r7, [r1, #192]\n\t"
         "8:\n\t"
-        "ldrd r0, r1, [sp]\n\t"             /* the next row */
-        "ldr r2, [sp, #8]\n\t"
-        "add r0, r0, r2\n\t"
-        "add r1, r1, #256\n\t"
-        "strd r0, r1, [sp]\n\t"
-        "ldr r3, [sp, #20]\n\t"
-        "subs r3, r3, #1\n\t"
-        "str r3, [sp, #20]\n\t"
+        "ldrd r7, r8, [sp]\n\t"             /* the next row */
+        "add r0, r0, r7\n\t"
+        "add r1, r1, r8\n\t"
+        "subs lr, lr, #1\n\t"
         "bne 3b\n\t"
-        "add sp, sp, #24\n\t"
+        "add sp, sp, #12\n\t"
         "pop {r4-r11, pc}\n\t");
 }
 
@@ -455,10 +447,15 @@ static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8
         const int32_t rest = ix_end - odd;
         const uint32_t flags = (uint32_t)odd | (uint32_t)(rest & 1) << 1 |
                                (uint32_t)(rest & 2) << 1;
+        /* Columns src and words q move along a row: the lone first column's, the
+         * quads' and the pair's (a last lone column is read and written in place). */
+        const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
+        const uint32_t q_words = (uint32_t)(odd + rest / 2);
         PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
-        const uint32_t args[6] = {
-            (uint32_t)in_c, off2, (uint32_t)in_w * (uint32_t)in_c, flags,
-            8u * (uint32_t)(rest / 4), (uint32_t)(py_end - pad_h)};
+        const uint32_t args[7] = {
+            (uint32_t)in_c, off2, flags, (uint32_t)(py_end - pad_h),
+            ((uint32_t)in_w - src_cols) * (uint32_t)in_c, 4u * (PLANE_ROW - q_words),
+            8u * (uint32_t)(rest / 4)};
         fill_rows(image, planes + (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2), 0, args);
         return;
     }
@@ -504,6 +501,33 @@ static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8
             q[PLANE_RW] = o & 0xFFFFu;
             q[2 * PLANE_RW] = e >> 16;
             q[3 * PLANE_RW] = o >> 16;
+        }
+    }
+}
+
+/* Zeros in the ring: the words of the plane rows the outputs read that the fill
+ * never writes (rows outside [py0, py1); in those, words outside [w0, w1)), for
+ * all four planes; the image part is rewritten per block. On VWW's maps a tenth
+ * of the words memset would clear. Plain loops: GCC would make them memset calls. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void zero_ring(uint32_t *planes, int32_t rows, int32_t row_words, int32_t py0,
+                      int32_t py1, int32_t w0, int32_t w1)
+{
+    w1 = w1 < row_words ? w1 : row_words;
+    for (int32_t py = 0; py < rows; ++py) {
+        uint32_t *r = planes + (size_t)py * PLANE_ROW;
+        const int inside = py >= py0 && py < py1;
+        const int32_t left = inside ? w0 : row_words;
+        const int32_t right = inside ? w1 : row_words;
+        for (uint32_t *const end = r + 4 * PLANE_RW; r < end; r += PLANE_RW) {
+            for (int32_t w = 0; w < left; ++w) {
+                r[w] = 0;
+            }
+            for (int32_t w = right; w < row_words; ++w) {
+                r[w] = 0;
+            }
         }
     }
 }
@@ -583,9 +607,19 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
     const kiln_conv_params_t *p = &params->conv;
     const int32_t in_c = input_dims->c;
     const int32_t rows = plane_rows(output_dims->h, p->stride.h);
-    const int32_t cols = 2 * plane_row_words(output_dims->w, p->stride.w);
+    const int32_t row_words = plane_row_words(output_dims->w, p->stride.w);
+    const int32_t cols = 2 * row_words;
     uint32_t *planes = (uint32_t *)ctx->buf;
-    memset(planes, 0, (size_t)rows * PLANE_ROW * sizeof(uint32_t));
+    {
+        /* What fill_planes writes: image rows, plane words from pad_w / 2 to the one
+         * holding the last input column read. */
+        int32_t ix_end = cols - p->padding.w;
+        ix_end = ix_end < input_dims->w ? ix_end : input_dims->w;
+        int32_t py1 = rows < input_dims->h + p->padding.h ? rows : input_dims->h + p->padding.h;
+        py1 = ix_end > 0 ? py1 : 0;
+        zero_ring(planes, rows, row_words, p->padding.h, py1, p->padding.w / 2,
+                  (p->padding.w + ix_end + 1) / 2);
+    }
     const planes_layer_t g = {
         .out_h = output_dims->h, .out_w = output_dims->w, .stride_h = p->stride.h,
         .stride_w = p->stride.w, .in_c = in_c,
