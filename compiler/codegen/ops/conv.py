@@ -252,13 +252,13 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # A channel at a time over int16 planes (dwconv_3x3_planes.c), any C:
                 # leads on stride 2 and on maps under 12x12, where the kernels above
                 # spend their time on edge pixels and per-block set-up (on QEMU
-                # mps2-an386 0.74-0.84x their instructions on VWW's 12x12 stride-2 and
-                # 6x6 layers), but not on rows under six pixels, where its own set-up
-                # per channel dominates (1.4x on VWW's 3x3 maps). With C % 4 != 0 the
-                # pixel pairs keep stride 1 (the planes fill a last block in C; unmeasured).
+                # mps2-an386 0.65-0.84x their instructions on VWW's 12x12 stride-2,
+                # 6x6 and 3x3 layers), but not on rows under three pixels (unmeasured).
+                # With C % 4 != 0 the pixel pairs keep stride 1 (the planes fill a last
+                # block in C; unmeasured).
                 small = max(shape.output[1], shape.output[2]) < _DW_PX2_MIN_WIDTH
                 lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
-                        and shape.output[2] >= 6)
+                        and shape.output[2] >= 3)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
