@@ -379,14 +379,14 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
 /* One channel of kiln_dwconv2d_3x3_planes_s8, as the compiler lays it out in flash
- * (one LDM a channel): w01[r] = (w[r][0], w[r][1]) and w12[r] = (w[r][1], w[r][2]),
- * filter row r's taps as int16 pairs (first tap in the low half); the bias as the
- * model has it (not folded: the planes read padding as zero); TFLite's multiplier
- * doubled (multiplier2 = multiplier << 1) and rsk = right_shift | k << 8, with
- * right_shift = -shift - 1 (1..30) and k = 1 + 2 * output_offset (kiln_dw_output). */
+ * (one LDM a channel, or one LDRD a filter row): taps[r] = {(w[r][0], w[r][1]),
+ * (w[r][1], w[r][2])}, filter row r's taps as int16 pairs (first tap in the low
+ * half); the bias as the model has it (not folded: the planes read padding as
+ * zero); TFLite's multiplier doubled (multiplier2 = multiplier << 1) and rsk =
+ * right_shift | k << 8, with right_shift = -shift - 1 (1..30) and k = 1 + 2 *
+ * output_offset (kiln_dw_output). */
 typedef struct {
-    uint32_t w01[3];
-    uint32_t w12[3];
+    uint32_t taps[3][2];
     int32_t bias;
     uint32_t multiplier2;
     uint32_t rsk;

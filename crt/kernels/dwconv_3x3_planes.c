@@ -144,7 +144,7 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
     "stm r3, {r5-r7}\n\t"                                                        \
     "1:\n\t"                              /* a channel */                         \
     "ldr r3, [sp, #28]\n\t"                                                      \
-    "ldm r3!, {r4-r9}\n\t"                /* w01[0..2], w12[0..2] */             \
+    "ldm r3!, {r4-r9}\n\t"                /* (w0, w1), (w1, w2) of rows 0..2 */  \
     "ldm r3!, {r10-r12}\n\t"              /* bias, multiplier2, rsk */           \
     "str r3, [sp, #28]\n\t"                                                      \
     "strd r10, r10, [sp]\n\t"                                                    \
@@ -216,16 +216,16 @@ PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words j, j + 1 */
         "smlad lr, r3, r4, lr\n\t"
         "smlatb r11, r3, r4, r11\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "smlad r11, r12, r7, r11\n\t"
+        "smlabt lr, r12, r5, lr\n\t"
+        "smlad r11, r12, r5, r11\n\t"
         "ldrd r3, r12, [r0, #252]\n\t"      /* row 1 (p has moved one word) */
-        "smlad lr, r3, r5, lr\n\t"
-        "smlatb r11, r3, r5, r11\n\t"
-        "smlabt lr, r12, r8, lr\n\t"
-        "smlad r11, r12, r8, r11\n\t"
-        "ldrd r3, r12, [r0, #508]\n\t"      /* row 2 */
         "smlad lr, r3, r6, lr\n\t"
         "smlatb r11, r3, r6, r11\n\t"
+        "smlabt lr, r12, r7, lr\n\t"
+        "smlad r11, r12, r7, r11\n\t"
+        "ldrd r3, r12, [r0, #508]\n\t"      /* row 2 */
+        "smlad lr, r3, r8, lr\n\t"
+        "smlatb r11, r3, r8, r11\n\t"
         "smlabt lr, r12, r9, lr\n\t"
         "smlad r11, r12, r9, r11\n\t"
         PLANES_REQUANT_PAIR
@@ -236,12 +236,12 @@ PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         "ldr lr, [sp]\n\t"                  /* the last pixel, even */
         "ldrd r3, r12, [r0]\n\t"
         "smlad lr, r3, r4, lr\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
+        "smlabt lr, r12, r5, lr\n\t"
         "ldrd r3, r12, [r0, #256]\n\t"
-        "smlad lr, r3, r5, lr\n\t"
-        "smlabt lr, r12, r8, lr\n\t"
-        "ldrd r3, r12, [r0, #512]\n\t"
         "smlad lr, r3, r6, lr\n\t"
+        "smlabt lr, r12, r7, lr\n\t"
+        "ldrd r3, r12, [r0, #512]\n\t"
+        "smlad lr, r3, r8, lr\n\t"
         "smlabt lr, r12, r9, lr\n\t"
         PLANES_REQUANT_ONE
         PLANES_BLOCK_EXIT);
@@ -249,16 +249,16 @@ PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
 
 /* Stride 2: pixels ox and ox + 1 a time (W >= 2) from words ox .. ox + 2 of each
  * filter row, then a last pixel when W is odd; p moves two words a pair. The
- * third taps' weights in two registers: r7 = (w02, w12), r8 = (w22, -). */
+ * third taps' weights in two registers: r5 = (w02, w12), r7 = (w22, -). */
 PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
                                   PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                   PLANES_ARG const uint32_t *args)
 {
     __asm__ volatile(
         PLANES_BLOCK_ENTRY
-        "lsr r7, r7, #16\n\t"
-        "pkhbt r7, r7, r8\n\t"              /* (w02, w12) */
-        "lsr r8, r9, #16\n\t"               /* (w22, 0) */
+        "lsr r5, r5, #16\n\t"
+        "pkhbt r5, r5, r7\n\t"              /* (w02, w12) */
+        "lsr r7, r9, #16\n\t"               /* (w22, 0) */
         "2:\n\t"
         "ldr r2, [sp, #40]\n\t"
         "add r2, r2, r1\n\t"
@@ -267,21 +267,21 @@ PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         "ldrd r3, r12, [r0], #8\n\t"        /* filter row 0: words ox, ox + 1 */
         "ldr r9, [r0]\n\t"                  /* ox + 2 */
         "smlad lr, r3, r4, lr\n\t"
-        "smlabb lr, r12, r7, lr\n\t"
+        "smlabb lr, r12, r5, lr\n\t"
         "smlad r11, r12, r4, r11\n\t"
-        "smlabb r11, r9, r7, r11\n\t"
+        "smlabb r11, r9, r5, r11\n\t"
         "ldrd r3, r12, [r0, #248]\n\t"      /* row 1 (p has moved two words) */
         "ldr r9, [r0, #256]\n\t"
-        "smlad lr, r3, r5, lr\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "smlad r11, r12, r5, r11\n\t"
-        "smlabt r11, r9, r7, r11\n\t"
+        "smlad lr, r3, r6, lr\n\t"
+        "smlabt lr, r12, r5, lr\n\t"
+        "smlad r11, r12, r6, r11\n\t"
+        "smlabt r11, r9, r5, r11\n\t"
         "ldrd r3, r12, [r0, #504]\n\t"      /* row 2 */
         "ldr r9, [r0, #512]\n\t"
-        "smlad lr, r3, r6, lr\n\t"
-        "smlabb lr, r12, r8, lr\n\t"
-        "smlad r11, r12, r6, r11\n\t"
-        "smlabb r11, r9, r8, r11\n\t"
+        "smlad lr, r3, r8, lr\n\t"
+        "smlabb lr, r12, r7, lr\n\t"
+        "smlad r11, r12, r8, r11\n\t"
+        "smlabb r11, r9, r7, r11\n\t"
         PLANES_REQUANT_PAIR
         "cmp r1, r2\n\t"
         "bne 3b\n\t"
@@ -290,15 +290,148 @@ PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_
         "ldr lr, [sp]\n\t"                  /* the last pixel */
         "ldrd r3, r12, [r0]\n\t"
         "smlad lr, r3, r4, lr\n\t"
-        "smlabb lr, r12, r7, lr\n\t"
+        "smlabb lr, r12, r5, lr\n\t"
         "ldrd r3, r12, [r0, #256]\n\t"
-        "smlad lr, r3, r5, lr\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "ldrd r3, r12, [r0, #512]\n\t"
         "smlad lr, r3, r6, lr\n\t"
-        "smlabb lr, r12, r8, lr\n\t"
+        "smlabt lr, r12, r5, lr\n\t"
+        "ldrd r3, r12, [r0, #512]\n\t"
+        "smlad lr, r3, r8, lr\n\t"
+        "smlabb lr, r12, r7, lr\n\t"
         PLANES_REQUANT_ONE
         PLANES_BLOCK_EXIT);
+}
+
+/*
+ * Maps of 3x3 outputs (VWW's last depthwise layers), a channel unrolled, only where
+ * the last pixel's third taps lie in the padding column (SAME at stride 1 on a 3x3
+ * map, at stride 2 on 5x5 or 6x6): those taps are left out, and so are the filter
+ * rows that lie in padding rows (args' flags: bit 0, output row 0's filter row 0;
+ * bit 1, output row 2's filter row 2). Nine MACs of a pixel pair and a third pixel
+ * in seven instructions a filter row at stride 1, eight at stride 2. Arguments: p,
+ * out, rec as the blocks', args = {n, C, flags}; registers: r3 the record, r2 C,
+ * r9-r11 the three pixels' sums, r4-r8 and r12 the taps and words.
+ */
+#define TINY_BIAS                                                                \
+    "ldr r9, [r3, #24]\n\t"                                                       \
+    "mov r10, r9\n\t"                                                             \
+    "mov r11, r9\n\t"
+
+/* Filter row t at stride 1: words W0 = (x0, x1), W1 = (x2, x3) from output 0's first
+ * tap: pixel 0 SMLAD(W0, a) + SMLABT(W1, b), pixel 1 SMLATB(W0, a) + SMLAD(W1, b),
+ * pixel 2 SMLAD(W1, a) (its third tap, x4, the padding). */
+#define TINY_S1(t)                                                               \
+    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
+    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
+    "smlad r9, r6, r4, r9\n\t"                                                    \
+    "smlabt r9, r7, r5, r9\n\t"                                                   \
+    "smlatb r10, r6, r4, r10\n\t"                                                 \
+    "smlad r10, r7, r5, r10\n\t"                                                  \
+    "smlad r11, r7, r4, r11\n\t"
+
+/* At stride 2: words W0..W2, pixel ox SMLAD(W_ox, a) + SMLABT(W_ox+1, b) but pixel
+ * 2's SMLABT (on W3, the padding). */
+#define TINY_S2(t)                                                               \
+    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
+    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
+    "ldr r8, [r0, #(256 * " #t " + 8)]\n\t"                                       \
+    "smlad r9, r6, r4, r9\n\t"                                                    \
+    "smlabt r9, r7, r5, r9\n\t"                                                   \
+    "smlad r10, r7, r4, r10\n\t"                                                  \
+    "smlabt r10, r8, r5, r10\n\t"                                                 \
+    "smlad r11, r8, r4, r11\n\t"
+
+/* The three pixels requantized (kiln_dw_output, as PLANES_REQUANT_PAIR) and stored;
+ * out to the next output row. */
+#define TINY_OUT                                                                 \
+    "ldrd r4, r5, [r3, #28]\n\t"                                                  \
+    "smmlar r9, r9, r4, r9\n\t"                                                   \
+    "smmlar r10, r10, r4, r10\n\t"                                                \
+    "smmlar r11, r11, r4, r11\n\t"                                                \
+    "add r9, r9, r9, asr #31\n\t"                                                 \
+    "add r10, r10, r10, asr #31\n\t"                                              \
+    "add r11, r11, r11, asr #31\n\t"                                              \
+    "asr r9, r9, r5\n\t"                                                          \
+    "asr r10, r10, r5\n\t"                                                        \
+    "asr r11, r11, r5\n\t"                                                        \
+    "add r9, r9, r5, asr #8\n\t"                                                  \
+    "add r10, r10, r5, asr #8\n\t"                                                \
+    "add r11, r11, r5, asr #8\n\t"                                                \
+    "ssat r9, #8, r9, asr #1\n\t"                                                 \
+    "ssat r10, #8, r10, asr #1\n\t"                                               \
+    "ssat r11, #8, r11, asr #1\n\t"                                               \
+    "strb r9, [r1]\n\t"                                                           \
+    "strb r10, [r1, r2]\n\t"                                                      \
+    "add r1, r1, r2, lsl #1\n\t"                                                  \
+    "strb r11, [r1]\n\t"                                                          \
+    "add r1, r1, r2\n\t"
+
+#define TINY_ENTRY                                                               \
+    "push {r4-r11, lr}\n\t"                                                       \
+    "ldm r3, {r4-r6}\n\t"                 /* n, C, flags */                       \
+    "mov r3, r2\n\t"                                                              \
+    "mov r2, r5\n\t"                                                              \
+    "push {r0, r1, r4, r6}\n\t"           /* [sp]: p, out, n, flags */            \
+    "1:\n\t"                                                                      \
+    TINY_BIAS                                                                     \
+    "ldr r12, [sp, #12]\n\t"                                                      \
+    "tst r12, #1\n\t"                                                             \
+    "bne 2f\n\t"
+
+#define TINY_EXIT                                                                \
+    "ldrd r0, r1, [sp]\n\t"               /* the next channel */                  \
+    "add r0, r0, #64\n\t"                                                         \
+    "add r1, r1, #1\n\t"                                                          \
+    "strd r0, r1, [sp]\n\t"                                                       \
+    "add r3, r3, #36\n\t"                                                         \
+    "ldr r12, [sp, #8]\n\t"                                                       \
+    "subs r12, r12, #1\n\t"                                                       \
+    "str r12, [sp, #8]\n\t"                                                       \
+    "bne 1b\n\t"                                                                  \
+    "add sp, sp, #16\n\t"                                                         \
+    "pop {r4-r11, pc}\n\t"
+
+PLANES_NAKED static void block_3x3_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(
+        TINY_ENTRY
+        TINY_S1(0)
+        "2:\n\t"
+        TINY_S1(1) TINY_S1(2) TINY_OUT
+        "add r0, r0, #256\n\t"
+        TINY_BIAS TINY_S1(0) TINY_S1(1) TINY_S1(2) TINY_OUT
+        "add r0, r0, #256\n\t"
+        TINY_BIAS TINY_S1(0) TINY_S1(1)
+        "ldr r12, [sp, #12]\n\t"
+        "tst r12, #2\n\t"
+        "bne 3f\n\t"
+        TINY_S1(2)
+        "3:\n\t"
+        TINY_OUT
+        TINY_EXIT);
+}
+
+PLANES_NAKED static void block_3x3_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(
+        TINY_ENTRY
+        TINY_S2(0)
+        "2:\n\t"
+        TINY_S2(1) TINY_S2(2) TINY_OUT
+        "add r0, r0, #512\n\t"
+        TINY_BIAS TINY_S2(0) TINY_S2(1) TINY_S2(2) TINY_OUT
+        "add r0, r0, #512\n\t"
+        TINY_BIAS TINY_S2(0) TINY_S2(1)
+        "ldr r12, [sp, #12]\n\t"
+        "tst r12, #2\n\t"
+        "bne 3f\n\t"
+        TINY_S2(2)
+        "3:\n\t"
+        TINY_OUT
+        TINY_EXIT);
 }
 
 /* The image part of the planes of four channels, every image row the outputs read:
@@ -558,11 +691,11 @@ static KILN_ALWAYS_INLINE void channel_c(const planes_layer_t *g, const uint32_t
             int32_t acc = ch->bias;
             for (int32_t t = 0; t < 3; ++t, r += PLANE_ROW) {
                 if (col & 1) {
-                    acc = smlatb(r[0], ch->w01[t], acc);
-                    acc = kiln_smlad(r[1], ch->w12[t], acc);
+                    acc = smlatb(r[0], ch->taps[t][0], acc);
+                    acc = kiln_smlad(r[1], ch->taps[t][1], acc);
                 } else {
-                    acc = kiln_smlad(r[0], ch->w01[t], acc);
-                    acc = smlabt(r[1], ch->w12[t], acc);
+                    acc = kiln_smlad(r[0], ch->taps[t][0], acc);
+                    acc = smlabt(r[1], ch->taps[t][1], acc);
                 }
             }
             *out = kiln_dw_output(acc, m2, right_shift, k, g->act_min, g->act_max, full_range);
@@ -630,8 +763,16 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
     const size_t image_bytes = (size_t)input_dims->h * (size_t)input_dims->w * (size_t)in_c;
     const size_t out_bytes = (size_t)output_dims->h * (size_t)output_dims->w * (size_t)in_c;
 #if defined(PLANES_ASM)
-    /* The assembly rows: full range, at least one pair a row. */
+    /* The assembly rows: full range, at least one pair a row; 3x3 maps whose last
+     * pixel's third taps are padding (equal strides) unrolled. */
     const int use_asm = full_range && output_dims->w >= 2;
+    const int tiny = output_dims->h == 3 && output_dims->w == 3 &&
+                     p->stride.h == p->stride.w &&
+                     2 * p->stride.w + 2 >= p->padding.w + input_dims->w;
+    uint32_t tiny_args[3] = {
+        4, (uint32_t)in_c,
+        (uint32_t)(p->padding.h >= 1) |
+            (uint32_t)(2 * p->stride.h + 2 >= p->padding.h + input_dims->h) << 1};
     const uint32_t pairs = (uint32_t)output_dims->w / 2;
     const uint32_t advance = (uint32_t)p->stride.w * 4u * pairs;     /* p's, a row */
     uint32_t args[6] = {
@@ -646,6 +787,12 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
             fill_planes(planes, rows, cols, image + c, input_dims->h, input_dims->w, in_c,
                         p->padding.h, p->padding.w, n, off2);
 #if defined(PLANES_ASM)
+            if (use_asm && tiny) {
+                tiny_args[0] = (uint32_t)n;
+                (p->stride.w == 2 ? block_3x3_s2 : block_3x3_s1)(planes, out + c,
+                                                                 channels + c, tiny_args);
+                continue;
+            }
             if (use_asm) {
                 args[0] = (uint32_t)n;
                 if (p->stride.w == 2) {

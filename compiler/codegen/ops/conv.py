@@ -1004,14 +1004,14 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
 def planes_channels(weights: np.ndarray, bias: np.ndarray, table: np.ndarray,
                     output_zero_point: int) -> np.ndarray:
     """1HWC int8 filter, bias and requant_fast's table → kiln_dw_planes_channel_t per
-    channel as uint32 [C, 9]: (w0, w1) of the three filter rows, (w1, w2) of them (int16
-    lanes, lane 0 low), the bias, multiplier << 1, right shift | (1 + 2 * zero point) << 8."""
+    channel as uint32 [C, 9]: per filter row (w0, w1) and (w1, w2) (int16 lanes, lane 0
+    low), the bias, multiplier << 1, right shift | (1 + 2 * zero point) << 8."""
     w = weights.reshape(3, 3, -1).astype(np.int64) & 0xFFFF         # [row, tap, C]
-    w01 = w[:, 0] | (w[:, 1] << 16)
-    w12 = w[:, 1] | (w[:, 2] << 16)
+    taps = [pair for r in range(3)
+            for pair in (w[r, 0] | (w[r, 1] << 16), w[r, 1] | (w[r, 2] << 16))]
     k = 1 + 2 * output_zero_point
     rsk = table[:, 2].astype(np.int64) + (k << 8)
-    columns = [*w01, *w12, bias.astype(np.int64), table[:, 0].astype(np.int64) << 1, rsk]
+    columns = [*taps, bias.astype(np.int64), table[:, 0].astype(np.int64) << 1, rsk]
     return (np.stack(columns, axis=1) & 0xFFFFFFFF).astype(np.uint32)
 
 
