@@ -120,9 +120,10 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
  * row's first plane row of the block's plane 0; plane j is 16 words on, the
  * filter's other rows 64 and 128 words on), out (channel 0's first output byte),
  * rec (channel 0's kiln_dw_planes_channel_t) and args = {n, C, output bytes
- * (H * W * C), bytes of an output row's pairs, bytes p skips at a row's end, W odd}.
+ * (H * W * C), bytes of an output row's pairs, bytes p skips at a row's end}.
  * Output rows follow each other in memory (HWC), so out steps by C throughout; p
- * skips to the next plane row at each row's end. The requantization is
+ * skips to the next plane row at each row's end (W odd: the _odd twins, after the
+ * last pixel). The requantization is
  * kiln_dw_output's with right_shift and k in one register, rsk = right_shift |
  * k << 8: ASR by a register shifts by its low byte (right_shift, 1..30), and
  * rsk >> 8 (arithmetic) is k, as right_shift < 256.
@@ -130,18 +131,17 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
  * Stack frame (52 bytes under the saved registers): [0] bias, [4] bias, [8]
  * multiplier2, [12] rsk, [16] out_end, [20] p of the next channel, [24] out of the
  * next channel, [28] its record, [32] args, [36] channels left, [40] bytes of a
- * row's pairs, [44] bytes p skips, [48] W odd.
+ * row's pairs, [44] bytes p skips.
  */
 #define PLANES_BLOCK_ENTRY                                                       \
     "push {r4-r11, lr}\n\t"                                                      \
     "sub sp, sp, #52\n\t"                                                        \
     "strd r0, r1, [sp, #20]\n\t"                                                 \
     "strd r2, r3, [sp, #28]\n\t"                                                 \
-    "ldr r4, [r3], #12\n\t"                                                      \
-    "ldm r3, {r5-r7}\n\t"                                                        \
+    "ldr r4, [r3]\n\t"                                                           \
+    "ldrd r5, r6, [r3, #12]\n\t"                                                 \
     "str r4, [sp, #36]\n\t"                                                      \
-    "add r3, sp, #40\n\t"                                                        \
-    "stm r3, {r5-r7}\n\t"                                                        \
+    "strd r5, r6, [sp, #40]\n\t"                                                 \
     "1:\n\t"                              /* a channel */                         \
     "ldr r3, [sp, #28]\n\t"                                                      \
     "ldm r3!, {r4-r9}\n\t"                /* (w0, w1), (w1, w2) of rows 0..2 */  \
@@ -200,105 +200,123 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
     "add sp, sp, #52\n\t"                                                        \
     "pop {r4-r11, pc}\n\t"
 
+#define PLANES_S1_ROWS \
+    "2:\n\t"                            /* an output row */ \
+    "ldr r2, [sp, #40]\n\t" \
+    "add r2, r2, r1\n\t"                /* the end of its pairs */ \
+    "3:\n\t" \
+    "ldrd lr, r11, [sp]\n\t"            /* bias, bias */ \
+    "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words j, j + 1 */ \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlatb r11, r3, r4, r11\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #252]\n\t"      /* row 1 (p has moved one word) */ \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlatb r11, r3, r6, r11\n\t" \
+    "smlabt lr, r12, r7, lr\n\t" \
+    "smlad r11, r12, r7, r11\n\t" \
+    "ldrd r3, r12, [r0, #508]\n\t"      /* row 2 */ \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlatb r11, r3, r8, r11\n\t" \
+    "smlabt lr, r12, r9, lr\n\t" \
+    "smlad r11, r12, r9, r11\n\t" \
+    PLANES_REQUANT_PAIR \
+    "cmp r1, r2\n\t" \
+    "bne 3b\n\t"
+
+#define PLANES_S1_LAST \
+    "ldr lr, [sp]\n\t"                  /* the last pixel, even */ \
+    "ldrd r3, r12, [r0]\n\t" \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r7, lr\n\t" \
+    "ldrd r3, r12, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabt lr, r12, r9, lr\n\t" \
+    PLANES_REQUANT_ONE
+
 /* Stride 1: pixels 2j and 2j + 1 a time (W >= 2), then a last even pixel when W
  * is odd; p moves a word a pair. */
-PLANES_NAKED static void block_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
-                                  PLANES_ARG const kiln_dw_planes_channel_t *rec,
-                                  PLANES_ARG const uint32_t *args)
+PLANES_NAKED static void block_s1_even(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                       PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        PLANES_BLOCK_ENTRY
-        "2:\n\t"                            /* an output row */
-        "ldr r2, [sp, #40]\n\t"
-        "add r2, r2, r1\n\t"                /* the end of its pairs */
-        "3:\n\t"
-        "ldrd lr, r11, [sp]\n\t"            /* bias, bias */
-        "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words j, j + 1 */
-        "smlad lr, r3, r4, lr\n\t"
-        "smlatb r11, r3, r4, r11\n\t"
-        "smlabt lr, r12, r5, lr\n\t"
-        "smlad r11, r12, r5, r11\n\t"
-        "ldrd r3, r12, [r0, #252]\n\t"      /* row 1 (p has moved one word) */
-        "smlad lr, r3, r6, lr\n\t"
-        "smlatb r11, r3, r6, r11\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "smlad r11, r12, r7, r11\n\t"
-        "ldrd r3, r12, [r0, #508]\n\t"      /* row 2 */
-        "smlad lr, r3, r8, lr\n\t"
-        "smlatb r11, r3, r8, r11\n\t"
-        "smlabt lr, r12, r9, lr\n\t"
-        "smlad r11, r12, r9, r11\n\t"
-        PLANES_REQUANT_PAIR
-        "cmp r1, r2\n\t"
-        "bne 3b\n\t"
-        "ldr r3, [sp, #48]\n\t"
-        "cbz r3, 5f\n\t"
-        "ldr lr, [sp]\n\t"                  /* the last pixel, even */
-        "ldrd r3, r12, [r0]\n\t"
-        "smlad lr, r3, r4, lr\n\t"
-        "smlabt lr, r12, r5, lr\n\t"
-        "ldrd r3, r12, [r0, #256]\n\t"
-        "smlad lr, r3, r6, lr\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "ldrd r3, r12, [r0, #512]\n\t"
-        "smlad lr, r3, r8, lr\n\t"
-        "smlabt lr, r12, r9, lr\n\t"
-        PLANES_REQUANT_ONE
-        PLANES_BLOCK_EXIT);
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S1_ROWS PLANES_BLOCK_EXIT);
 }
+
+/* ... and W odd: its last pixel after the pairs. */
+PLANES_NAKED static void block_s1_odd(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S1_ROWS PLANES_S1_LAST
+                     PLANES_BLOCK_EXIT);
+}
+
+#define PLANES_S2_ROWS \
+    "lsr r5, r5, #16\n\t" \
+    "pkhbt r5, r5, r7\n\t"              /* (w02, w12) */ \
+    "lsr r7, r9, #16\n\t"               /* (w22, 0) */ \
+    "2:\n\t" \
+    "ldr r2, [sp, #40]\n\t" \
+    "add r2, r2, r1\n\t" \
+    "3:\n\t" \
+    "ldrd lr, r11, [sp]\n\t" \
+    "ldrd r3, r12, [r0], #8\n\t"        /* filter row 0: words ox, ox + 1 */ \
+    "ldr r9, [r0]\n\t"                  /* ox + 2 */ \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabb lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r4, r11\n\t" \
+    "smlabb r11, r9, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #248]\n\t"      /* row 1 (p has moved two words) */ \
+    "ldr r9, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r6, r11\n\t" \
+    "smlabt r11, r9, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #504]\n\t"      /* row 2 */ \
+    "ldr r9, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabb lr, r12, r7, lr\n\t" \
+    "smlad r11, r12, r8, r11\n\t" \
+    "smlabb r11, r9, r7, r11\n\t" \
+    PLANES_REQUANT_PAIR \
+    "cmp r1, r2\n\t" \
+    "bne 3b\n\t"
+
+#define PLANES_S2_LAST \
+    "ldr lr, [sp]\n\t"                  /* the last pixel */ \
+    "ldrd r3, r12, [r0]\n\t" \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabb lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabb lr, r12, r7, lr\n\t" \
+    PLANES_REQUANT_ONE
 
 /* Stride 2: pixels ox and ox + 1 a time (W >= 2) from words ox .. ox + 2 of each
  * filter row, then a last pixel when W is odd; p moves two words a pair. The
  * third taps' weights in two registers: r5 = (w02, w12), r7 = (w22, -). */
-PLANES_NAKED static void block_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
-                                  PLANES_ARG const kiln_dw_planes_channel_t *rec,
-                                  PLANES_ARG const uint32_t *args)
+PLANES_NAKED static void block_s2_even(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                       PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        PLANES_BLOCK_ENTRY
-        "lsr r5, r5, #16\n\t"
-        "pkhbt r5, r5, r7\n\t"              /* (w02, w12) */
-        "lsr r7, r9, #16\n\t"               /* (w22, 0) */
-        "2:\n\t"
-        "ldr r2, [sp, #40]\n\t"
-        "add r2, r2, r1\n\t"
-        "3:\n\t"
-        "ldrd lr, r11, [sp]\n\t"
-        "ldrd r3, r12, [r0], #8\n\t"        /* filter row 0: words ox, ox + 1 */
-        "ldr r9, [r0]\n\t"                  /* ox + 2 */
-        "smlad lr, r3, r4, lr\n\t"
-        "smlabb lr, r12, r5, lr\n\t"
-        "smlad r11, r12, r4, r11\n\t"
-        "smlabb r11, r9, r5, r11\n\t"
-        "ldrd r3, r12, [r0, #248]\n\t"      /* row 1 (p has moved two words) */
-        "ldr r9, [r0, #256]\n\t"
-        "smlad lr, r3, r6, lr\n\t"
-        "smlabt lr, r12, r5, lr\n\t"
-        "smlad r11, r12, r6, r11\n\t"
-        "smlabt r11, r9, r5, r11\n\t"
-        "ldrd r3, r12, [r0, #504]\n\t"      /* row 2 */
-        "ldr r9, [r0, #512]\n\t"
-        "smlad lr, r3, r8, lr\n\t"
-        "smlabb lr, r12, r7, lr\n\t"
-        "smlad r11, r12, r8, r11\n\t"
-        "smlabb r11, r9, r7, r11\n\t"
-        PLANES_REQUANT_PAIR
-        "cmp r1, r2\n\t"
-        "bne 3b\n\t"
-        "ldr r3, [sp, #48]\n\t"
-        "cbz r3, 5f\n\t"
-        "ldr lr, [sp]\n\t"                  /* the last pixel */
-        "ldrd r3, r12, [r0]\n\t"
-        "smlad lr, r3, r4, lr\n\t"
-        "smlabb lr, r12, r5, lr\n\t"
-        "ldrd r3, r12, [r0, #256]\n\t"
-        "smlad lr, r3, r6, lr\n\t"
-        "smlabt lr, r12, r5, lr\n\t"
-        "ldrd r3, r12, [r0, #512]\n\t"
-        "smlad lr, r3, r8, lr\n\t"
-        "smlabb lr, r12, r7, lr\n\t"
-        PLANES_REQUANT_ONE
-        PLANES_BLOCK_EXIT);
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S2_ROWS PLANES_BLOCK_EXIT);
+}
+
+/* ... and W odd: its last pixel after the pairs. */
+PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S2_ROWS PLANES_S2_LAST
+                     PLANES_BLOCK_EXIT);
 }
 
 /*
@@ -654,6 +672,9 @@ static void zero_ring(uint32_t *planes, int32_t rows, int32_t row_words, int32_t
         const int inside = py >= py0 && py < py1;
         const int32_t left = inside ? w0 : row_words;
         const int32_t right = inside ? w1 : row_words;
+        if (left == 0 && right == row_words) {
+            continue;
+        }
         for (uint32_t *const end = r + 4 * PLANE_RW; r < end; r += PLANE_RW) {
             for (int32_t w = 0; w < left; ++w) {
                 r[w] = 0;
@@ -775,9 +796,9 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
             (uint32_t)(2 * p->stride.h + 2 >= p->padding.h + input_dims->h) << 1};
     const uint32_t pairs = (uint32_t)output_dims->w / 2;
     const uint32_t advance = (uint32_t)p->stride.w * 4u * pairs;     /* p's, a row */
-    uint32_t args[6] = {
+    uint32_t args[5] = {
         0, (uint32_t)in_c, (uint32_t)out_bytes, 2u * pairs * (uint32_t)in_c,
-        4u * (uint32_t)p->stride.h * PLANE_ROW - advance, (uint32_t)output_dims->w & 1u};
+        4u * (uint32_t)p->stride.h * PLANE_ROW - advance};
 #endif
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
@@ -795,10 +816,11 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
             }
             if (use_asm) {
                 args[0] = (uint32_t)n;
+                const int odd = output_dims->w & 1;
                 if (p->stride.w == 2) {
-                    block_s2(planes, out + c, channels + c, args);
+                    (odd ? block_s2_odd : block_s2_even)(planes, out + c, channels + c, args);
                 } else {
-                    block_s1(planes, out + c, channels + c, args);
+                    (odd ? block_s1_odd : block_s1_even)(planes, out + c, channels + c, args);
                 }
                 continue;
             }
