@@ -5,9 +5,10 @@ mps2-an386 (the assembly rows, slow).
 
 Cases: channel counts 1 to 13 (a last block of fewer than four), odd and even input sizes
 at stride 2 with SAME and VALID padding (SAME pads one column on the left when the size is
-odd), vertical strides 1-3, tiny maps (1x1), the widest rows the planes take (15 outputs
-at stride 2, 29 at stride 1), clamps (RELU6: the C rows), extreme zero points, batches,
-dead channels, per-channel shifts from -2 to -31.
+odd), vertical strides 1-3, tiny maps (1x1, 2x2, 3x3: the unrolled 3x3 blocks and the
+rows), the widest rows the planes take (15 outputs at stride 2, 29 at stride 1), clamps
+(RELU6: the C rows), extreme zero points, batches, dead channels, per-channel shifts from
+-2 to -31.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pytest
 
 import kiln.compiler as kc
 from conftest import require_tool
-from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
+from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, dwconv2d_variant,
+                                            planes_channels)
 from kiln.compiler.tune import Records
 from reference import assert_equal_exact, run_reference
 from test_ops_conv import _build, dwconv_case
@@ -32,13 +34,14 @@ KERNEL = "kiln_dwconv2d_3x3_planes_s8"
 PLANES = {"variant": "3x3_planes"}
 
 
-def shifts_case(rng: np.random.Generator, i: int, cin: int, stride: int):
-    """Per-channel effective scales from 0.3 (shift -2) down to 2^-30 (shift -31)."""
-    c = dwconv_case(rng, i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=7, w=8, sh=stride,
+def shifts_case(rng: np.random.Generator, i: int, cin: int, stride: int, h: int = 7,
+                w: int = 8):
+    """Per-channel effective scales from 0.24 (shift -2) down to 0.75 * 2^-31 (shift -31)."""
+    c = dwconv_case(rng, i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h, w=w, sh=stride,
                     sw=stride, padding="SAME", per_channel=True, bias=True, act="NONE")
     w, b = c.inputs[1], c.inputs[2]
     x_scale, y_scale = c.inputs[0].scale, c.output.scale
-    effective = np.geomspace(0.3, 2.0**-30, cin)
+    effective = np.geomspace(0.24, 0.75 * 2.0**-31, cin)
     scales = [float(np.float32(e * y_scale / x_scale)) for e in effective]
     c.inputs[1] = TensorSpec(w.shape, "int8", scale=scales, zero_point=w.zero_point,
                              quantized_dimension=3, data=w.data)
@@ -60,7 +63,14 @@ def planes_cases(seed: int) -> list:
             (9, 3, 3, 1, 1, "SAME", "NONE", 1), (2, 5, 7, 1, 1, "VALID", "NONE", 1),
             (12, 6, 6, 1, 1, "SAME", "RELU6", 1), (10, 9, 7, 3, 1, "SAME", "NONE", 2),
             (4, 5, 30, 2, 2, "SAME", "NONE", 1), (3, 4, 29, 1, 1, "SAME", "RELU_N1_TO_1", 1),
-            (11, 10, 5, 1, 2, "SAME", "NONE", 1), (16, 6, 6, 2, 1, "VALID", "RELU", 1)]):
+            (11, 10, 5, 1, 2, "SAME", "NONE", 1), (16, 6, 6, 2, 1, "VALID", "RELU", 1),
+            # 3x3 maps: unrolled where the last pixel's third taps are padding (SAME:
+            # 6x6 and 5x5 at stride 2, 3x3 at stride 1, a last block of two), the rows
+            # otherwise (VALID 5x5 and 7x7), clamped in C; 2x2 maps.
+            (8, 6, 6, 2, 2, "SAME", "NONE", 1), (12, 5, 5, 2, 2, "SAME", "NONE", 1),
+            (6, 3, 3, 1, 1, "SAME", "NONE", 2), (8, 5, 5, 1, 1, "VALID", "NONE", 1),
+            (8, 7, 7, 2, 2, "VALID", "NONE", 1), (4, 7, 7, 2, 2, "VALID", "RELU6", 1),
+            (8, 2, 2, 1, 1, "SAME", "NONE", 1), (5, 4, 3, 2, 2, "SAME", "NONE", 1)]):
         cases.append(dwconv_case(rng, 500 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
                                  w=w, sh=sh, sw=sw, padding=padding, act=act, n=n))
     cases += [
@@ -70,6 +80,9 @@ def planes_cases(seed: int) -> list:
                     padding="SAME", x_zp=127, y_zp=-128, bias=False),
         dead_channel_dw_case(np.random.default_rng(522)),
         shifts_case(rng, 523, 12, 2), shifts_case(rng, 524, 7, 1),
+        shifts_case(rng, 525, 8, 1, h=3, w=3), shifts_case(rng, 526, 8, 2, h=6, w=6),
+        dwconv_case(rng, 527, kh=3, kw=3, dh=1, dw=1, mult=1, cin=8, h=3, w=3, sh=1, sw=1,
+                    padding="SAME", x_zp=127, y_zp=-128),
     ]
     return cases
 
@@ -106,8 +119,12 @@ def test_planes_is_a_candidate_with_its_scratch():
                         stride=(2, 2))
     s3 = LayerShape(input=(1, 9, 9, 8), filter=(1, 3, 3, 8), output=(1, 3, 3, 8),
                     stride=(3, 3))
-    # Stride 2 and maps up to 12x12 lead with it; wider maps at stride 1 keep the pixel
-    # pairs (their planes of the whole map would outgrow VWW's arena at 24x24).
+    tiny = LayerShape(input=(1, 3, 3, 32), filter=(1, 3, 3, 32), output=(1, 3, 3, 32),
+                      padding=(1, 1))
+    # Stride 2 and maps up to 12x12 (rows of three or more) lead with it; wider maps at
+    # stride 1 keep the pixel pairs (their planes of the whole map would outgrow VWW's
+    # arena at 24x24).
+    assert candidates("DEPTHWISE_CONV_2D", tiny, DSP)[0] == PLANES
     assert candidates("DEPTHWISE_CONV_2D", s2, DSP)[0] == PLANES
     assert candidates("DEPTHWISE_CONV_2D", small, DSP)[0] == PLANES
     assert candidates("DEPTHWISE_CONV_2D", wide, DSP)[0] == PLANES
@@ -121,6 +138,25 @@ def test_planes_is_a_candidate_with_its_scratch():
     # Four planes of (H - 1) * stride_h + 3 rows of 16 words.
     assert dwconv2d_variant(s2, DSP).scratch == 4 * 4 * 16 * 13
     assert dwconv2d_variant(small, DSP).scratch == 4 * 4 * 16 * 8
+
+
+def test_planes_channel_records():
+    """kiln_dw_planes_channel_t (conv.h): per filter row (w0, w1) and (w1, w2) as int16
+    lanes, the bias as given, the multiplier doubled, right shift | k << 8."""
+    w = np.array([[-128, 127, -1], [0, 5, -7], [64, -64, 1]], dtype=np.int8)
+    weights = np.stack([w, -w.astype(np.int16).clip(-128, 127).astype(np.int8)], axis=-1)
+    table = np.array([[1 << 30, 1, 3], [(1 << 31) - 1, 1 << 28, 30]], dtype=np.int32)
+    rec = planes_channels(weights.reshape(1, 3, 3, 2), np.array([-5, 1 << 20]), table, -128)
+    assert rec.shape == (2, 9) and rec.dtype == np.uint32
+    lanes = lambda a, b: (int(a) & 0xFFFF) | (int(b) & 0xFFFF) << 16
+    for c in range(2):
+        f = weights[..., c]
+        assert list(rec[c, :6]) == [lanes(f[r, i], f[r, i + 1]) for r in range(3)
+                                    for i in (0, 1)]
+    assert [int(v) for v in rec[:, 6]] == [(-5) & 0xFFFFFFFF, 1 << 20]
+    assert [int(v) for v in rec[:, 7]] == [1 << 31, ((1 << 31) - 1) << 1]
+    k = (1 - 256) & 0xFFFFFF      # k = 1 + 2 * (-128), above the shift's byte
+    assert [int(v) for v in rec[:, 8]] == [3 | k << 8, 30 | k << 8]
 
 
 def test_planes_on_host():

@@ -378,18 +378,32 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
+/* One channel of kiln_dwconv2d_3x3_planes_s8, as the compiler lays it out in flash
+ * (one LDM a channel, or one LDRD a filter row): taps[r] = {(w[r][0], w[r][1]),
+ * (w[r][1], w[r][2])}, filter row r's taps as int16 pairs (first tap in the low
+ * half); the bias as the model has it (not folded: the planes read padding as
+ * zero); TFLite's multiplier doubled (multiplier2 = multiplier << 1) and rsk =
+ * right_shift | k << 8, with right_shift = -shift - 1 (1..30) and k = 1 + 2 *
+ * output_offset (kiln_dw_output). */
+typedef struct {
+    uint32_t taps[3][2];
+    int32_t bias;
+    uint32_t multiplier2;
+    uint32_t rsk;
+} kiln_dw_planes_channel_t;
+
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, horizontal
  * stride 1 or 2 (any vertical stride), any padding, any number of channels,
  * a channel at a time over an int16 plane of it (dwconv_3x3_planes.c): for
- * small maps and stride 2. Arguments as kiln_dwconv2d_3x3_w8_s8;
- *   ctx     >= kiln_dwconv2d_3x3_planes_s8_get_buffer_size(), word aligned:
- *           four planes of the input rows and columns the outputs read */
+ * small maps and stride 2.
+ *   channels C records (above), word aligned: filter, bias and requantization
+ *   ctx      >= kiln_dwconv2d_3x3_planes_s8_get_buffer_size(), word aligned:
+ *            four planes of the input rows and columns the outputs read */
 kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
                                           const kiln_dwconv_params_t *params,
-                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dw_planes_channel_t *channels,
                                           const kiln_dims_t *input_dims, const int8_t *input,
-                                          const kiln_dims_t *filter_dims, const int8_t *filter,
-                                          const int32_t *bias,
+                                          const kiln_dims_t *filter_dims,
                                           const kiln_dims_t *output_dims, int8_t *output);
 
 /* Its scratch: 16 * ((H - 1) * stride_h + 3) * (((W - 1) * stride_w + 4) / 2) bytes,

@@ -9,11 +9,14 @@
  * into four int16 planes in scratch, one a channel: each word two horizontally
  * adjacent input pixels (x + input_offset) of the channel, the padding a ring
  * of zeros (written once per call; the image part is rewritten per block), so
- * no tap tests the image's bounds and the bias is used as given. Then, per
- * channel, its six weight pairs (w0, w1) and (w1, w2) per filter row stay in
- * registers for all output pixels: a filter row is two instructions a pixel,
- * nine MACs in six (SMLAD on a word, SMLABT/SMLATB on the half it shares with
- * the next pixel):
+ * no tap tests the image's bounds and the bias is used as given. The four
+ * planes' rows lie side by side (plane j of row y at word (4 y + j) * 16), so
+ * the fill writes a pixel's four channels and the rows read a filter's three
+ * rows by immediate offsets. Then, per channel, its record (conv.h: the
+ * compiler's weight pairs (w0, w1) and (w1, w2) per filter row, bias and
+ * requantization, one LDM) stays in registers for all output pixels: a filter
+ * row is two instructions a pixel, nine MACs in six (SMLAD on a word,
+ * SMLABT/SMLATB on the half it shares with the next pixel):
  *   stride 2, pixel ox:      SMLAD(word ox, (w0, w1)) + SMLABT(word ox + 1, (w1, w2))
  *   stride 1, pixel 2j:      SMLAD(word j, (w0, w1))  + SMLABT(word j + 1, (w1, w2))
  *   stride 1, pixel 2j + 1:  SMLATB(word j, (w0, w1)) + SMLAD(word j + 1, (w1, w2))
@@ -71,11 +74,12 @@ static inline uint32_t sxtab16_ror8(uint32_t off, uint32_t x)
 #endif
 
 /* A plane's rows: the input rows the outputs read, from output 0's first tap. Its
- * rows are PLANE_RW words (the assembly loops reach the three filter rows by
- * immediate offsets), of which the outputs read the first
+ * rows are PLANE_RW words, of which the outputs read the first
  * ((W - 1) * stride_w + 3 + 1) / 2: whole words plus the word the last pixel's
- * SMLABT reads past an odd column count. */
+ * SMLABT reads past an odd column count. The four planes' rows lie side by side:
+ * PLANE_ROW words from a row of plane j to the next row of it. */
 #define PLANE_RW 16
+#define PLANE_ROW (4 * PLANE_RW)
 #define PLANES_STATIC_ASSERT(c) ((void)sizeof(char[(c) ? 1 : -1]))
 
 static int32_t plane_rows(int32_t out_h, int32_t stride_h)
@@ -102,7 +106,7 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
 
 #if defined(__ARM_FEATURE_DSP) && defined(__thumb2__)
 /* Naked (the body is the whole function) and opaque to GCC's interprocedural
- * analysis, so it assumes the call reads `ch` and the plane and writes `out`. */
+ * analysis, so it assumes the call reads its arguments' memory and writes `out`. */
 #if defined(__clang__)
 #define PLANES_NAKED __attribute__((naked, noinline))
 #else
@@ -111,210 +115,445 @@ int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *pa
 #define PLANES_ARG __attribute__((unused))
 
 /*
- * The full-range loops in assembly: fourteen registers live (GCC's version of the
- * loops above keeps the weights and requantization constants in stack slots,
- * about 34 instructions a pixel where these take 19, and 32 a pair). Arguments:
- * p (word 0 of the first output row's first plane row; the filter's other rows
- * 16 and 32 words on), out, out_end (past the last output byte written) and the
- * channel's constants `ch`. Output rows follow each other in memory (HWC), so out
- * steps by C throughout; p skips to the next plane row at each row's end.
- * The requantization is kiln_dw_output's with right_shift and k in one register,
- * rsk = right_shift | k << 8: ASR by a register shifts by its low byte
- * (right_shift, 1..30), and rsk >> 8 (arithmetic) is k, as right_shift < 256.
+ * The full-range rows of the n channels of a block in assembly, fourteen
+ * registers live in the pixel loops. Arguments: p (word 0 of the first output
+ * row's first plane row of the block's plane 0; plane j is 16 words on, the
+ * filter's other rows 64 and 128 words on), out (channel 0's first output byte),
+ * rec (channel 0's kiln_dw_planes_channel_t) and args = {n, C, output bytes
+ * (H * W * C), bytes of an output row's pairs, bytes p skips at a row's end}.
+ * Output rows follow each other in memory (HWC), so out steps by C throughout; p
+ * skips to the next plane row at each row's end (W odd: the _odd twins, after the
+ * last pixel). The requantization is
+ * kiln_dw_output's with right_shift and k in one register, rsk = right_shift |
+ * k << 8: ASR by a register shifts by its low byte (right_shift, 1..30), and
+ * rsk >> 8 (arithmetic) is k, as right_shift < 256.
  *
- * Stride 2, a pixel a time: ch = {(w00, w01), (w10, w11), (w20, w21), (w02, w12),
- * (w22, 0), multiplier2, rsk, C, bias, bytes of an output row, bytes p skips at a
- * row's end}.
+ * Stack frame (52 bytes under the saved registers): [0] bias, [4] bias, [8]
+ * multiplier2, [12] rsk, [16] out_end, [20] p of the next channel, [24] out of the
+ * next channel, [28] its record, [32] args, [36] channels left, [40] bytes of a
+ * row's pairs, [44] bytes p skips.
  */
-PLANES_NAKED static void rows_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
-                                 PLANES_ARG const int8_t *out_end,
-                                 PLANES_ARG const uint32_t *ch)
+#define PLANES_BLOCK_ENTRY                                                       \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "sub sp, sp, #52\n\t"                                                        \
+    "strd r0, r1, [sp, #20]\n\t"                                                 \
+    "strd r2, r3, [sp, #28]\n\t"                                                 \
+    "ldr r4, [r3]\n\t"                                                           \
+    "ldrd r5, r6, [r3, #12]\n\t"                                                 \
+    "str r4, [sp, #36]\n\t"                                                      \
+    "strd r5, r6, [sp, #40]\n\t"                                                 \
+    "1:\n\t"                              /* a channel */                         \
+    "ldr r3, [sp, #28]\n\t"                                                      \
+    "ldm r3!, {r4-r9}\n\t"                /* (w0, w1), (w1, w2) of rows 0..2 */  \
+    "ldm r3!, {r10-r12}\n\t"              /* bias, multiplier2, rsk */           \
+    "str r3, [sp, #28]\n\t"                                                      \
+    "strd r10, r10, [sp]\n\t"                                                    \
+    "strd r11, r12, [sp, #8]\n\t"                                                \
+    "ldrd r0, r1, [sp, #20]\n\t"                                                 \
+    "add r2, r0, #64\n\t"                 /* the next channel's plane, output */ \
+    "add r3, r1, #1\n\t"                                                         \
+    "strd r2, r3, [sp, #20]\n\t"                                                 \
+    "ldr r12, [sp, #32]\n\t"                                                     \
+    "ldrd r10, r3, [r12, #4]\n\t"         /* C, output bytes */                  \
+    "add r3, r3, r1\n\t"                                                         \
+    "str r3, [sp, #16]\n\t"
+
+#define PLANES_REQUANT_PAIR                                                      \
+    "ldrd r3, r12, [sp, #8]\n\t"          /* multiplier2, rsk */                 \
+    "smmlar lr, lr, r3, lr\n\t"                                                  \
+    "smmlar r11, r11, r3, r11\n\t"                                               \
+    "add lr, lr, lr, asr #31\n\t"                                                \
+    "add r11, r11, r11, asr #31\n\t"                                             \
+    "asr lr, lr, r12\n\t"                                                        \
+    "asr r11, r11, r12\n\t"                                                      \
+    "add lr, lr, r12, asr #8\n\t"                                                \
+    "add r11, r11, r12, asr #8\n\t"                                              \
+    "ssat lr, #8, lr, asr #1\n\t"                                                \
+    "ssat r11, #8, r11, asr #1\n\t"                                              \
+    "strb lr, [r1]\n\t"                                                          \
+    "strb r11, [r1, r10]\n\t"                                                    \
+    "add r1, r1, r10, lsl #1\n\t"
+
+#define PLANES_REQUANT_ONE                                                       \
+    "ldrd r3, r12, [sp, #8]\n\t"                                                 \
+    "smmlar lr, lr, r3, lr\n\t"                                                  \
+    "add lr, lr, lr, asr #31\n\t"                                                \
+    "asr lr, lr, r12\n\t"                                                        \
+    "add lr, lr, r12, asr #8\n\t"                                                \
+    "ssat lr, #8, lr, asr #1\n\t"                                                \
+    "strb lr, [r1]\n\t"                                                          \
+    "add r1, r1, r10\n\t"
+
+/* A row's end (p to the next plane row, out past the row), then the next
+ * channel. */
+#define PLANES_BLOCK_EXIT                                                        \
+    "5:\n\t"                                                                     \
+    "ldr r3, [sp, #44]\n\t"                                                      \
+    "add r0, r0, r3\n\t"                                                         \
+    "ldr r3, [sp, #16]\n\t"                                                      \
+    "cmp r1, r3\n\t"                                                             \
+    "bne 2b\n\t"                                                                 \
+    "ldr r3, [sp, #36]\n\t"                                                      \
+    "subs r3, r3, #1\n\t"                                                        \
+    "str r3, [sp, #36]\n\t"                                                      \
+    "bne 1b\n\t"                                                                 \
+    "add sp, sp, #52\n\t"                                                        \
+    "pop {r4-r11, pc}\n\t"
+
+#define PLANES_S1_ROWS \
+    "2:\n\t"                            /* an output row */ \
+    "ldr r2, [sp, #40]\n\t" \
+    "add r2, r2, r1\n\t"                /* the end of its pairs */ \
+    "3:\n\t" \
+    "ldrd lr, r11, [sp]\n\t"            /* bias, bias */ \
+    "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words j, j + 1 */ \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlatb r11, r3, r4, r11\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #252]\n\t"      /* row 1 (p has moved one word) */ \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlatb r11, r3, r6, r11\n\t" \
+    "smlabt lr, r12, r7, lr\n\t" \
+    "smlad r11, r12, r7, r11\n\t" \
+    "ldrd r3, r12, [r0, #508]\n\t"      /* row 2 */ \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlatb r11, r3, r8, r11\n\t" \
+    "smlabt lr, r12, r9, lr\n\t" \
+    "smlad r11, r12, r9, r11\n\t" \
+    PLANES_REQUANT_PAIR \
+    "cmp r1, r2\n\t" \
+    "bne 3b\n\t"
+
+#define PLANES_S1_LAST \
+    "ldr lr, [sp]\n\t"                  /* the last pixel, even */ \
+    "ldrd r3, r12, [r0]\n\t" \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r7, lr\n\t" \
+    "ldrd r3, r12, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabt lr, r12, r9, lr\n\t" \
+    PLANES_REQUANT_ONE
+
+/* Stride 1: pixels 2j and 2j + 1 a time (W >= 2), then a last even pixel when W
+ * is odd; p moves a word a pair. */
+PLANES_NAKED static void block_s1_even(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                       PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        "push {r4-r11, lr}\n\t"
-        "add r12, r3, #32\n\t"
-        "ldm r12, {r4-r6}\n\t"
-        "push {r2, r4-r6}\n\t"              /* [sp]: out_end, bias, row bytes, skip */
-        "ldm r3, {r4-r11}\n\t"
-        "2:\n\t"
-        "ldr r2, [sp, #8]\n\t"
-        "add r2, r2, r1\n\t"                /* the row's end */
-        "1:\n\t"
-        "ldr lr, [sp, #4]\n\t"
-        "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words ox, ox + 1 */
-        "smlad lr, r3, r4, lr\n\t"
-        "smlabb lr, r12, r7, lr\n\t"
-        "ldrd r3, r12, [r0, #60]\n\t"       /* row 1 (p has moved one word) */
-        "smlad lr, r3, r5, lr\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "ldrd r3, r12, [r0, #124]\n\t"      /* row 2 */
-        "smlad lr, r3, r6, lr\n\t"
-        "smlabb lr, r12, r8, lr\n\t"
-        "smmlar lr, lr, r9, lr\n\t"
-        "add lr, lr, lr, asr #31\n\t"
-        "asr lr, lr, r10\n\t"
-        "add lr, lr, r10, asr #8\n\t"
-        "ssat lr, #8, lr, asr #1\n\t"
-        "strb lr, [r1]\n\t"
-        "add r1, r1, r11\n\t"
-        "cmp r1, r2\n\t"
-        "bne 1b\n\t"
-        "ldr r3, [sp, #12]\n\t"
-        "add r0, r0, r3\n\t"
-        "ldr r3, [sp]\n\t"
-        "cmp r1, r3\n\t"
-        "bne 2b\n\t"
-        "add sp, sp, #16\n\t"
-        "pop {r4-r11, pc}\n\t");
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S1_ROWS PLANES_BLOCK_EXIT);
 }
 
-/* Stride 1, pixels 2j and 2j + 1 a time: ch = {(w00, w01), (w10, w11), (w20, w21),
- * (w01, w02), (w11, w12), (w21, w22), C, bias, bias, multiplier2, rsk, bytes of
- * the pairs of an output row, bytes p skips at a row's end}. */
-PLANES_NAKED static void rows_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
-                                 PLANES_ARG const int8_t *out_end,
-                                 PLANES_ARG const uint32_t *ch)
+/* ... and W odd: its last pixel after the pairs. */
+PLANES_NAKED static void block_s1_odd(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S1_ROWS PLANES_S1_LAST
+                     PLANES_BLOCK_EXIT);
+}
+
+#define PLANES_S2_ROWS \
+    "lsr r5, r5, #16\n\t" \
+    "pkhbt r5, r5, r7\n\t"              /* (w02, w12) */ \
+    "lsr r7, r9, #16\n\t"               /* (w22, 0) */ \
+    "2:\n\t" \
+    "ldr r2, [sp, #40]\n\t" \
+    "add r2, r2, r1\n\t" \
+    "3:\n\t" \
+    "ldrd lr, r11, [sp]\n\t" \
+    "ldrd r3, r12, [r0], #8\n\t"        /* filter row 0: words ox, ox + 1 */ \
+    "ldr r9, [r0]\n\t"                  /* ox + 2 */ \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabb lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r4, r11\n\t" \
+    "smlabb r11, r9, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #248]\n\t"      /* row 1 (p has moved two words) */ \
+    "ldr r9, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "smlad r11, r12, r6, r11\n\t" \
+    "smlabt r11, r9, r5, r11\n\t" \
+    "ldrd r3, r12, [r0, #504]\n\t"      /* row 2 */ \
+    "ldr r9, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabb lr, r12, r7, lr\n\t" \
+    "smlad r11, r12, r8, r11\n\t" \
+    "smlabb r11, r9, r7, r11\n\t" \
+    PLANES_REQUANT_PAIR \
+    "cmp r1, r2\n\t" \
+    "bne 3b\n\t"
+
+#define PLANES_S2_LAST \
+    "ldr lr, [sp]\n\t"                  /* the last pixel */ \
+    "ldrd r3, r12, [r0]\n\t" \
+    "smlad lr, r3, r4, lr\n\t" \
+    "smlabb lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #256]\n\t" \
+    "smlad lr, r3, r6, lr\n\t" \
+    "smlabt lr, r12, r5, lr\n\t" \
+    "ldrd r3, r12, [r0, #512]\n\t" \
+    "smlad lr, r3, r8, lr\n\t" \
+    "smlabb lr, r12, r7, lr\n\t" \
+    PLANES_REQUANT_ONE
+
+/* Stride 2: pixels ox and ox + 1 a time (W >= 2) from words ox .. ox + 2 of each
+ * filter row, then a last pixel when W is odd; p moves two words a pair. The
+ * third taps' weights in two registers: r5 = (w02, w12), r7 = (w22, -). */
+PLANES_NAKED static void block_s2_even(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                       PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S2_ROWS PLANES_BLOCK_EXIT);
+}
+
+/* ... and W odd: its last pixel after the pairs. */
+PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(PLANES_BLOCK_ENTRY PLANES_S2_ROWS PLANES_S2_LAST
+                     PLANES_BLOCK_EXIT);
+}
+
+/*
+ * Maps of 3x3 outputs (VWW's last depthwise layers), a channel unrolled, only where
+ * the last pixel's third taps lie in the padding column (SAME at stride 1 on a 3x3
+ * map, at stride 2 on 5x5 or 6x6): those taps are left out, and so are the filter
+ * rows that lie in padding rows (args' flags: bit 0, output row 0's filter row 0;
+ * bit 1, output row 2's filter row 2). Nine MACs of a pixel pair and a third pixel
+ * in seven instructions a filter row at stride 1, eight at stride 2. Arguments: p,
+ * out, rec as the blocks', args = {n, C, flags}; registers: r3 the record, r2 C,
+ * r9-r11 the three pixels' sums, r4-r8 and r12 the taps and words.
+ */
+#define TINY_BIAS                                                                \
+    "ldr r9, [r3, #24]\n\t"                                                       \
+    "mov r10, r9\n\t"                                                             \
+    "mov r11, r9\n\t"
+
+/* Filter row t at stride 1: words W0 = (x0, x1), W1 = (x2, x3) from output 0's first
+ * tap: pixel 0 SMLAD(W0, a) + SMLABT(W1, b), pixel 1 SMLATB(W0, a) + SMLAD(W1, b),
+ * pixel 2 SMLAD(W1, a) (its third tap, x4, the padding). */
+#define TINY_S1(t)                                                               \
+    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
+    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
+    "smlad r9, r6, r4, r9\n\t"                                                    \
+    "smlabt r9, r7, r5, r9\n\t"                                                   \
+    "smlatb r10, r6, r4, r10\n\t"                                                 \
+    "smlad r10, r7, r5, r10\n\t"                                                  \
+    "smlad r11, r7, r4, r11\n\t"
+
+/* At stride 2: words W0..W2, pixel ox SMLAD(W_ox, a) + SMLABT(W_ox+1, b) but pixel
+ * 2's SMLABT (on W3, the padding). */
+#define TINY_S2(t)                                                               \
+    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
+    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
+    "ldr r8, [r0, #(256 * " #t " + 8)]\n\t"                                       \
+    "smlad r9, r6, r4, r9\n\t"                                                    \
+    "smlabt r9, r7, r5, r9\n\t"                                                   \
+    "smlad r10, r7, r4, r10\n\t"                                                  \
+    "smlabt r10, r8, r5, r10\n\t"                                                 \
+    "smlad r11, r8, r4, r11\n\t"
+
+/* The three pixels requantized (kiln_dw_output, as PLANES_REQUANT_PAIR) and stored;
+ * out to the next output row. */
+#define TINY_OUT                                                                 \
+    "ldrd r4, r5, [r3, #28]\n\t"                                                  \
+    "smmlar r9, r9, r4, r9\n\t"                                                   \
+    "smmlar r10, r10, r4, r10\n\t"                                                \
+    "smmlar r11, r11, r4, r11\n\t"                                                \
+    "add r9, r9, r9, asr #31\n\t"                                                 \
+    "add r10, r10, r10, asr #31\n\t"                                              \
+    "add r11, r11, r11, asr #31\n\t"                                              \
+    "asr r9, r9, r5\n\t"                                                          \
+    "asr r10, r10, r5\n\t"                                                        \
+    "asr r11, r11, r5\n\t"                                                        \
+    "add r9, r9, r5, asr #8\n\t"                                                  \
+    "add r10, r10, r5, asr #8\n\t"                                                \
+    "add r11, r11, r5, asr #8\n\t"                                                \
+    "ssat r9, #8, r9, asr #1\n\t"                                                 \
+    "ssat r10, #8, r10, asr #1\n\t"                                               \
+    "ssat r11, #8, r11, asr #1\n\t"                                               \
+    "strb r9, [r1]\n\t"                                                           \
+    "strb r10, [r1, r2]\n\t"                                                      \
+    "add r1, r1, r2, lsl #1\n\t"                                                  \
+    "strb r11, [r1]\n\t"                                                          \
+    "add r1, r1, r2\n\t"
+
+#define TINY_ENTRY                                                               \
+    "push {r4-r11, lr}\n\t"                                                       \
+    "ldm r3, {r4-r6}\n\t"                 /* n, C, flags */                       \
+    "mov r3, r2\n\t"                                                              \
+    "mov r2, r5\n\t"                                                              \
+    "push {r0, r1, r4, r6}\n\t"           /* [sp]: p, out, n, flags */            \
+    "1:\n\t"                                                                      \
+    TINY_BIAS                                                                     \
+    "ldr r12, [sp, #12]\n\t"                                                      \
+    "tst r12, #1\n\t"                                                             \
+    "bne 2f\n\t"
+
+#define TINY_EXIT                                                                \
+    "ldrd r0, r1, [sp]\n\t"               /* the next channel */                  \
+    "add r0, r0, #64\n\t"                                                         \
+    "add r1, r1, #1\n\t"                                                          \
+    "strd r0, r1, [sp]\n\t"                                                       \
+    "add r3, r3, #36\n\t"                                                         \
+    "ldr r12, [sp, #8]\n\t"                                                       \
+    "subs r12, r12, #1\n\t"                                                       \
+    "str r12, [sp, #8]\n\t"                                                       \
+    "bne 1b\n\t"                                                                  \
+    "add sp, sp, #16\n\t"                                                         \
+    "pop {r4-r11, pc}\n\t"
+
+PLANES_NAKED static void block_3x3_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
 {
     __asm__ volatile(
-        "push {r4-r11, lr}\n\t"
-        "add r12, r3, #28\n\t"
-        "ldm r12, {r4-r9}\n\t"
-        "push {r2, r4-r9}\n\t"  /* [sp]: out_end, bias, bias, multiplier2, rsk, row, skip */
-        "ldm r3, {r4-r10}\n\t"
+        TINY_ENTRY
+        TINY_S1(0)
         "2:\n\t"
-        "ldr r2, [sp, #20]\n\t"
-        "add r2, r2, r1\n\t"
-        "1:\n\t"
-        "ldrd lr, r11, [sp, #4]\n\t"
-        "ldrd r3, r12, [r0], #4\n\t"        /* filter row 0: words j, j + 1 */
-        "smlad lr, r3, r4, lr\n\t"
-        "smlatb r11, r3, r4, r11\n\t"
-        "smlabt lr, r12, r7, lr\n\t"
-        "smlad r11, r12, r7, r11\n\t"
-        "ldrd r3, r12, [r0, #60]\n\t"
-        "smlad lr, r3, r5, lr\n\t"
-        "smlatb r11, r3, r5, r11\n\t"
-        "smlabt lr, r12, r8, lr\n\t"
-        "smlad r11, r12, r8, r11\n\t"
-        "ldrd r3, r12, [r0, #124]\n\t"
-        "smlad lr, r3, r6, lr\n\t"
-        "smlatb r11, r3, r6, r11\n\t"
-        "smlabt lr, r12, r9, lr\n\t"
-        "smlad r11, r12, r9, r11\n\t"
-        "ldrd r3, r12, [sp, #12]\n\t"       /* multiplier2, rsk */
-        "smmlar lr, lr, r3, lr\n\t"
-        "smmlar r11, r11, r3, r11\n\t"
-        "add lr, lr, lr, asr #31\n\t"
-        "add r11, r11, r11, asr #31\n\t"
-        "asr lr, lr, r12\n\t"
-        "asr r11, r11, r12\n\t"
-        "add lr, lr, r12, asr #8\n\t"
-        "add r11, r11, r12, asr #8\n\t"
-        "ssat lr, #8, lr, asr #1\n\t"
-        "ssat r11, #8, r11, asr #1\n\t"
-        "strb lr, [r1]\n\t"
-        "strb r11, [r1, r10]\n\t"
-        "add r1, r1, r10, lsl #1\n\t"
-        "cmp r1, r2\n\t"
-        "bne 1b\n\t"
-        "ldr r3, [sp, #24]\n\t"
-        "add r0, r0, r3\n\t"
-        "ldr r3, [sp]\n\t"
-        "cmp r1, r3\n\t"
-        "bne 2b\n\t"
-        "add sp, sp, #28\n\t"
-        "pop {r4-r11, pc}\n\t");
+        TINY_S1(1) TINY_S1(2) TINY_OUT
+        "add r0, r0, #256\n\t"
+        TINY_BIAS TINY_S1(0) TINY_S1(1) TINY_S1(2) TINY_OUT
+        "add r0, r0, #256\n\t"
+        TINY_BIAS TINY_S1(0) TINY_S1(1)
+        "ldr r12, [sp, #12]\n\t"
+        "tst r12, #2\n\t"
+        "bne 3f\n\t"
+        TINY_S1(2)
+        "3:\n\t"
+        TINY_OUT
+        TINY_EXIT);
+}
+
+PLANES_NAKED static void block_3x3_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(
+        TINY_ENTRY
+        TINY_S2(0)
+        "2:\n\t"
+        TINY_S2(1) TINY_S2(2) TINY_OUT
+        "add r0, r0, #512\n\t"
+        TINY_BIAS TINY_S2(0) TINY_S2(1) TINY_S2(2) TINY_OUT
+        "add r0, r0, #512\n\t"
+        TINY_BIAS TINY_S2(0) TINY_S2(1)
+        "ldr r12, [sp, #12]\n\t"
+        "tst r12, #2\n\t"
+        "bne 3f\n\t"
+        TINY_S2(2)
+        "3:\n\t"
+        TINY_OUT
+        TINY_EXIT);
 }
 
 /* The image part of the planes of four channels, every image row the outputs read:
  * src (the first such row), q (its plane 0 word holding column 0, or the word
- * below when pad_w is odd), and args = {C, pw (bytes from a plane to the next),
- * (input_offset, input_offset), bytes of an input row, flags (1: pad_w is odd,
- * column 0 goes in a word's upper half; 2: a last column in a word's lower
- * half), bytes of plane words the column pairs fill, rows}. 18 instructions per
- * two pixels of four channels; a lone column's word has zeros in its other half
- * (padding, or a column no output reads). */
+ * below when pad_w is odd), and args = {C, (input_offset, input_offset), flags (1:
+ * pad_w is odd, column 0 goes in a word's upper half; 2: a last column in a word's
+ * lower half; 4: a pair of columns after the quads), rows, bytes src skips at a
+ * row's end, bytes q skips there, bytes of plane words the column quads fill}.
+ * 22 instructions per four pixels of four channels (PKH pairs the pixels' bytes,
+ * SXTAB16 widens two planes' words a time); a lone column's word has zeros in its
+ * other half (padding, or a column no output reads). */
 PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
                                    PLANES_ARG int32_t unused,
                                    PLANES_ARG const uint32_t *args)
 {
     __asm__ volatile(
         "push {r4-r11, lr}\n\t"
-        "add r12, r3, #12\n\t"
-        "ldm r12, {r7-r10}\n\t"
-        "ldm r3, {r4-r6}\n\t"               /* C, pw, offsets */
-        "push {r0, r1, r7-r10}\n\t"  /* [sp]: src, q, row bytes, flags, pair bytes, rows */
+        "ldm r3!, {r4-r6, lr}\n\t"          /* C, offsets, flags, rows */
+        "ldm r3, {r7-r9}\n\t"
+        "push {r7-r9}\n\t"                /* [sp]: src skip, q skip, quad bytes */
+        "mov r3, r6\n\t"                  /* flags */
+        "mov r6, r5\n\t"                  /* offsets */
+        "add r5, r4, r4, lsl #1\n\t"        /* 3 C */
         "3:\n\t"
-        "ldrd r0, r1, [sp]\n\t"
-        "ldr r3, [sp, #12]\n\t"
         "tst r3, #1\n\t"
         "beq 4f\n\t"
         "ldr r7, [r0]\n\t"                  /* column 0 alone, in the upper halves */
         "add r0, r0, r4\n\t"
-        "sxtab16 r9, r6, r7\n\t"
-        "sxtab16 r7, r6, r7, ror #8\n\t"
+        "sxtab16 r9, r6, r7\n\t"            /* (c0, c2) */
+        "sxtab16 r7, r6, r7, ror #8\n\t"    /* (c1, c3) */
         "lsl r11, r9, #16\n\t"
-        "lsr r12, r9, #16\n\t"
-        "lsl r12, r12, #16\n\t"
-        "lsl lr, r7, #16\n\t"
-        "lsr r3, r7, #16\n\t"
-        "lsl r3, r3, #16\n\t"
-        "add r10, r1, r5\n\t"
-        "str r12, [r1, r5, lsl #1]\n\t"
-        "str lr, [r10]\n\t"
-        "str r3, [r10, r5, lsl #1]\n\t"
+        "lsl r10, r7, #16\n\t"
+        "bfc r9, #0, #16\n\t"
+        "bfc r7, #0, #16\n\t"
+        "str r10, [r1, #64]\n\t"
+        "str r9, [r1, #128]\n\t"
+        "str r7, [r1, #192]\n\t"
         "str r11, [r1], #4\n\t"
         "4:\n\t"
-        "ldr r2, [sp, #16]\n\t"
+        "ldr r2, [sp, #8]\n\t"
         "add r2, r2, r1\n\t"
+        "cmp r2, r1\n\t"
+        "beq 6f\n\t"
+        "5:\n\t"
+        "ldr r7, [r0]\n\t"                  /* pixels a, b, c, d */
+        "ldr r8, [r0, r4]\n\t"
+        "ldr r9, [r0, r4, lsl #1]\n\t"
+        "ldr r10, [r0, r5]\n\t"
+        "add r0, r0, r4, lsl #2\n\t"
+        "pkhbt r11, r7, r8, lsl #16\n\t"    /* bytes (a0 a1 b0 b1) */
+        "pkhbt r12, r9, r10, lsl #16\n\t"   /* (c0 c1 d0 d1) */
+        "pkhtb r8, r8, r7, asr #16\n\t"     /* (a2 a3 b2 b3) */
+        "pkhtb r10, r10, r9, asr #16\n\t"   /* (c2 c3 d2 d3) */
+        "sxtab16 r7, r6, r11\n\t"           /* plane 0: (a, b) */
+        "sxtab16 r9, r6, r12\n\t"           /* (c, d) */
+        "sxtab16 r11, r6, r11, ror #8\n\t"  /* plane 1 */
+        "sxtab16 r12, r6, r12, ror #8\n\t"
+        "strd r11, r12, [r1, #64]\n\t"
+        "sxtab16 r11, r6, r8\n\t"           /* plane 2 */
+        "sxtab16 r12, r6, r10\n\t"
+        "strd r11, r12, [r1, #128]\n\t"
+        "sxtab16 r11, r6, r8, ror #8\n\t"   /* plane 3 */
+        "sxtab16 r12, r6, r10, ror #8\n\t"
+        "strd r11, r12, [r1, #192]\n\t"
+        "strd r7, r9, [r1], #8\n\t"
         "cmp r1, r2\n\t"
-        "beq 5f\n\t"
-        "1:\n\t"
-        "ldr r7, [r0]\n\t"
+        "bne 5b\n\t"
+        "6:\n\t"
+        "tst r3, #4\n\t"
+        "beq 7f\n\t"
+        "ldr r7, [r0]\n\t"                  /* a pair of columns */
         "ldr r8, [r0, r4]\n\t"
         "add r0, r0, r4, lsl #1\n\t"
-        "sxtab16 r9, r6, r7\n\t"            /* (c0, c2) of pixel a */
-        "sxtab16 r10, r6, r8\n\t"           /* ... of pixel b */
-        "sxtab16 r7, r6, r7, ror #8\n\t"    /* (c1, c3) of a */
+        "pkhbt r11, r7, r8, lsl #16\n\t"
+        "pkhtb r8, r8, r7, asr #16\n\t"
+        "sxtab16 r7, r6, r11\n\t"
+        "sxtab16 r11, r6, r11, ror #8\n\t"
+        "sxtab16 r9, r6, r8\n\t"
         "sxtab16 r8, r6, r8, ror #8\n\t"
-        "pkhbt r11, r9, r10, lsl #16\n\t"   /* c0: (a, b) */
-        "pkhtb r12, r10, r9, asr #16\n\t"   /* c2 */
-        "pkhbt lr, r7, r8, lsl #16\n\t"     /* c1 */
-        "pkhtb r3, r8, r7, asr #16\n\t"     /* c3 */
-        "add r9, r1, r5\n\t"
-        "str r12, [r1, r5, lsl #1]\n\t"
-        "str lr, [r9]\n\t"
-        "str r3, [r9, r5, lsl #1]\n\t"
-        "str r11, [r1], #4\n\t"
-        "cmp r1, r2\n\t"
-        "bne 1b\n\t"
-        "5:\n\t"
-        "ldr r3, [sp, #12]\n\t"
+        "str r11, [r1, #64]\n\t"
+        "str r9, [r1, #128]\n\t"
+        "str r8, [r1, #192]\n\t"
+        "str r7, [r1], #4\n\t"
+        "7:\n\t"
         "tst r3, #2\n\t"
-        "beq 6f\n\t"
+        "beq 8f\n\t"
         "ldr r7, [r0]\n\t"                  /* a last column alone, lower halves */
         "sxtab16 r9, r6, r7\n\t"
         "sxtab16 r7, r6, r7, ror #8\n\t"
         "uxth r11, r9\n\t"
-        "lsr r12, r9, #16\n\t"
-        "uxth lr, r7\n\t"
-        "lsr r3, r7, #16\n\t"
-        "add r10, r1, r5\n\t"
-        "str r12, [r1, r5, lsl #1]\n\t"
-        "str lr, [r10]\n\t"
-        "str r3, [r10, r5, lsl #1]\n\t"
+        "uxth r10, r7\n\t"
+        "lsr r9, r9, #16\n\t"
+        "lsr r7, r7, #16\n\t"
         "str r11, [r1]\n\t"
-        "6:\n\t"
-        "ldrd r0, r1, [sp]\n\t"             /* the next row */
-        "ldr r2, [sp, #8]\n\t"
-        "add r0, r0, r2\n\t"
-        "add r1, r1, #64\n\t"
-        "strd r0, r1, [sp]\n\t"
-        "ldr r3, [sp, #20]\n\t"
-        "subs r3, r3, #1\n\t"
-        "str r3, [sp, #20]\n\t"
+        "str r10, [r1, #64]\n\t"
+        "str r9, [r1, #128]\n\t"
+        "str r7, [r1, #192]\n\t"
+        "8:\n\t"
+        "ldrd r7, r8, [sp]\n\t"             /* the next row */
+        "add r0, r0, r7\n\t"
+        "add r1, r1, r8\n\t"
+        "subs lr, lr, #1\n\t"
         "bne 3b\n\t"
-        "add sp, sp, #24\n\t"
+        "add sp, sp, #12\n\t"
         "pop {r4-r11, pc}\n\t");
 }
 
@@ -338,9 +577,9 @@ static inline uint32_t load_px(const int8_t *p, int32_t n)
 
 /* The image part of the four planes of channels c.. c + n - 1: plane column px
  * holds input column px - pad_w; words outside the image keep their zeros. */
-static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int32_t rw,
-                        int32_t cols, const int8_t *image, int32_t in_h, int32_t in_w, int32_t in_c,
-                        int32_t pad_h, int32_t pad_w, int32_t n, uint32_t off2)
+static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8_t *image,
+                        int32_t in_h, int32_t in_w, int32_t in_c, int32_t pad_h,
+                        int32_t pad_w, int32_t n, uint32_t off2)
 {
     /* Input columns [0, ix_end) land in the columns read (plane columns [pad_w, cols)). */
     int32_t ix_end = cols - pad_w;
@@ -348,7 +587,6 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
     if (ix_end <= 0) {
         return;
     }
-    const size_t pw = (size_t)plane_words;
 #if defined(PLANES_ASM)
     if (n == 4) {
         /* The plane rows of image rows: [pad_h, min(rows, in_h + pad_h)). */
@@ -357,13 +595,19 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
             return;
         }
         const int32_t odd = pad_w & 1;
-        const int32_t pairs = (ix_end - odd) / 2;
-        const int32_t trail = (ix_end - odd) & 1;
-        PLANES_STATIC_ASSERT(PLANE_RW == 16);       /* the 64-byte row step in fill_rows */
+        const int32_t rest = ix_end - odd;
+        const uint32_t flags = (uint32_t)odd | (uint32_t)(rest & 1) << 1 |
+                               (uint32_t)(rest & 2) << 1;
+        /* Columns src and words q move along a row: the lone first column's, the
+         * quads' and the pair's (a last lone column is read and written in place). */
+        const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
+        const uint32_t q_words = (uint32_t)(odd + rest / 2);
+        PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
         const uint32_t args[7] = {
-            (uint32_t)in_c, (uint32_t)(4 * pw), off2, (uint32_t)in_w * (uint32_t)in_c,
-            (uint32_t)(odd | trail << 1), 4u * (uint32_t)pairs, (uint32_t)(py_end - pad_h)};
-        fill_rows(image, planes + (size_t)pad_h * (size_t)rw + (size_t)(pad_w / 2), 0, args);
+            (uint32_t)in_c, off2, flags, (uint32_t)(py_end - pad_h),
+            ((uint32_t)in_w - src_cols) * (uint32_t)in_c, 4u * (PLANE_ROW - q_words),
+            8u * (uint32_t)(rest / 4)};
+        fill_rows(image, planes + (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2), 0, args);
         return;
     }
 #endif
@@ -373,16 +617,16 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
             continue;
         }
         const int8_t *src = image + ((size_t)iy * (size_t)in_w) * (size_t)in_c;
-        uint32_t *q = planes + (size_t)py * (size_t)rw + (size_t)(pad_w / 2);
+        uint32_t *q = planes + (size_t)py * PLANE_ROW + (size_t)(pad_w / 2);
         int32_t ix = 0;
         if (pad_w & 1) {        /* column 0 in a word's upper half, padding below */
             const uint32_t x = load_px(src, n);
             const uint32_t e = sxtab16(off2, x);
             const uint32_t o = sxtab16_ror8(off2, x);
             q[0] = e << 16;
-            q[pw] = o << 16;
-            q[2 * pw] = e & 0xFFFF0000u;
-            q[3 * pw] = o & 0xFFFF0000u;
+            q[PLANE_RW] = o << 16;
+            q[2 * PLANE_RW] = e & 0xFFFF0000u;
+            q[3 * PLANE_RW] = o & 0xFFFF0000u;
             ++q;
             ix = 1;
         }
@@ -396,200 +640,113 @@ static void fill_planes(uint32_t *planes, int32_t plane_words, int32_t rows, int
             const uint32_t oa = sxtab16_ror8(off2, xa);
             const uint32_t ob = sxtab16_ror8(off2, xb);
             q[0] = (ea & 0xFFFFu) | (eb << 16);
-            q[pw] = (oa & 0xFFFFu) | (ob << 16);
-            q[2 * pw] = (eb & 0xFFFF0000u) | (ea >> 16);
-            q[3 * pw] = (ob & 0xFFFF0000u) | (oa >> 16);
+            q[PLANE_RW] = (oa & 0xFFFFu) | (ob << 16);
+            q[2 * PLANE_RW] = (eb & 0xFFFF0000u) | (ea >> 16);
+            q[3 * PLANE_RW] = (ob & 0xFFFF0000u) | (oa >> 16);
         }
         if (ix < ix_end) {      /* a last column in a word's lower half */
             const uint32_t x = load_px(src + (size_t)ix * step, n);
             const uint32_t e = sxtab16(off2, x);
             const uint32_t o = sxtab16_ror8(off2, x);
             q[0] = e & 0xFFFFu;
-            q[pw] = o & 0xFFFFu;
-            q[2 * pw] = e >> 16;
-            q[3 * pw] = o >> 16;
+            q[PLANE_RW] = o & 0xFFFFu;
+            q[2 * PLANE_RW] = e >> 16;
+            q[3 * PLANE_RW] = o >> 16;
+        }
+    }
+}
+
+/* Zeros in the ring: the words of the plane rows the outputs read that the fill
+ * never writes (rows outside [py0, py1); in those, words outside [w0, w1)), for
+ * all four planes; the image part is rewritten per block. On VWW's maps a tenth
+ * of the words memset would clear. Plain loops: GCC would make them memset calls. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void zero_ring(uint32_t *planes, int32_t rows, int32_t row_words, int32_t py0,
+                      int32_t py1, int32_t w0, int32_t w1)
+{
+    w1 = w1 < row_words ? w1 : row_words;
+    for (int32_t py = 0; py < rows; ++py) {
+        uint32_t *r = planes + (size_t)py * PLANE_ROW;
+        const int inside = py >= py0 && py < py1;
+        const int32_t left = inside ? w0 : row_words;
+        const int32_t right = inside ? w1 : row_words;
+        if (left == 0 && right == row_words) {
+            continue;
+        }
+        for (uint32_t *const end = r + 4 * PLANE_RW; r < end; r += PLANE_RW) {
+            for (int32_t w = 0; w < left; ++w) {
+                r[w] = 0;
+            }
+            for (int32_t w = right; w < row_words; ++w) {
+                r[w] = 0;
+            }
         }
     }
 }
 
 /* What one channel's pass needs. */
 typedef struct {
-    int32_t out_h, out_w, stride_h, rw, in_c;
-    int32_t k, act_min, act_max;
+    int32_t out_h, out_w, stride_h, stride_w, in_c;
+    int32_t act_min, act_max;
 } planes_layer_t;
 
-/* All output pixels of one channel from its plane P (output 0's first tap at
- * word 0); w01[r] = (w0, w1), w12[r] = (w1, w2) of filter row r. */
-static KILN_ALWAYS_INLINE void channel_s2(const planes_layer_t *g, const uint32_t *P,
-                                          const uint32_t *w01, const uint32_t *w12,
-                                          int32_t bias, kiln_dw_rq_t rq, int8_t *out,
-                                          int full_range)
+/* All output pixels of one channel from its plane P (output 0's first tap at word 0,
+ * rows PLANE_ROW words apart), in C: pixel ox's first tap is plane column
+ * ox * stride_w, in a word's lower half when even (SMLAD, then SMLABT on the next
+ * word), its upper half when odd (SMLATB, then SMLAD on the next word). */
+static KILN_ALWAYS_INLINE void channel_c(const planes_layer_t *g, const uint32_t *P,
+                                         const kiln_dw_planes_channel_t *ch, int8_t *out,
+                                         int full_range)
 {
-    const uint32_t a0 = w01[0], a1 = w01[1], a2 = w01[2];
-    const uint32_t b0 = w12[0], b1 = w12[1], b2 = w12[2];
-    const size_t rw = (size_t)g->rw;
     const size_t step = (size_t)g->in_c;
-    const size_t row_step = (size_t)g->stride_h * rw;
-    const int32_t k = g->k, act_min = g->act_min, act_max = g->act_max;
+    const size_t row_step = (size_t)g->stride_h * PLANE_ROW;
+    const int32_t right_shift = (int32_t)(ch->rsk & 0xFFu);
+    const int32_t k = (int32_t)ch->rsk >> 8;
+    const int32_t m2 = (int32_t)ch->multiplier2;
     for (int32_t oy = 0; oy < g->out_h; ++oy, P += row_step) {
-        const uint32_t *r = P;
-        for (int32_t ox = 0; ox < g->out_w; ++ox, ++r, out += step) {
-            int32_t acc = bias;
-            acc = kiln_smlad(r[0], a0, acc);
-            acc = smlabt(r[1], b0, acc);
-            acc = kiln_smlad(r[rw], a1, acc);
-            acc = smlabt(r[rw + 1], b1, acc);
-            acc = kiln_smlad(r[2 * rw], a2, acc);
-            acc = smlabt(r[2 * rw + 1], b2, acc);
-            *out = kiln_dw_output(acc, rq.multiplier2, rq.right_shift, k, act_min, act_max,
-                                  full_range);
+        for (int32_t ox = 0; ox < g->out_w; ++ox, out += step) {
+            const int32_t col = ox * g->stride_w;
+            const uint32_t *r = P + col / 2;
+            int32_t acc = ch->bias;
+            for (int32_t t = 0; t < 3; ++t, r += PLANE_ROW) {
+                if (col & 1) {
+                    acc = smlatb(r[0], ch->taps[t][0], acc);
+                    acc = kiln_smlad(r[1], ch->taps[t][1], acc);
+                } else {
+                    acc = kiln_smlad(r[0], ch->taps[t][0], acc);
+                    acc = smlabt(r[1], ch->taps[t][1], acc);
+                }
+            }
+            *out = kiln_dw_output(acc, m2, right_shift, k, g->act_min, g->act_max, full_range);
         }
     }
 }
 
-static KILN_ALWAYS_INLINE void channel_s1(const planes_layer_t *g, const uint32_t *P,
-                                          const uint32_t *w01, const uint32_t *w12,
-                                          int32_t bias, kiln_dw_rq_t rq, int8_t *out,
-                                          int full_range)
+/* One instantiation per full_range: the constant folded in each. */
+static KILN_NOINLINE void channel_full(const planes_layer_t *g, const uint32_t *P,
+                                       const kiln_dw_planes_channel_t *ch, int8_t *out)
 {
-    const uint32_t a0 = w01[0], a1 = w01[1], a2 = w01[2];
-    const uint32_t b0 = w12[0], b1 = w12[1], b2 = w12[2];
-    const size_t rw = (size_t)g->rw;
-    const size_t step = (size_t)g->in_c;
-    const size_t row_step = (size_t)g->stride_h * rw;
-    const int32_t k = g->k, act_min = g->act_min, act_max = g->act_max;
-    const int32_t pairs = g->out_w / 2;
-    for (int32_t oy = 0; oy < g->out_h; ++oy, P += row_step) {
-        const uint32_t *r = P;
-        for (int32_t j = 0; j < pairs; ++j, ++r, out += 2 * step) {
-            int32_t e = bias;
-            int32_t o = bias;
-            uint32_t x0 = r[0], x1 = r[1];
-            e = kiln_smlad(x0, a0, e);
-            e = smlabt(x1, b0, e);
-            o = smlatb(x0, a0, o);
-            o = kiln_smlad(x1, b0, o);
-            x0 = r[rw];
-            x1 = r[rw + 1];
-            e = kiln_smlad(x0, a1, e);
-            e = smlabt(x1, b1, e);
-            o = smlatb(x0, a1, o);
-            o = kiln_smlad(x1, b1, o);
-            x0 = r[2 * rw];
-            x1 = r[2 * rw + 1];
-            e = kiln_smlad(x0, a2, e);
-            e = smlabt(x1, b2, e);
-            o = smlatb(x0, a2, o);
-            o = kiln_smlad(x1, b2, o);
-            out[0] = kiln_dw_output(e, rq.multiplier2, rq.right_shift, k, act_min, act_max,
-                                    full_range);
-            out[step] = kiln_dw_output(o, rq.multiplier2, rq.right_shift, k, act_min, act_max,
-                                       full_range);
-        }
-        if (g->out_w & 1) {
-            int32_t e = bias;
-            e = kiln_smlad(r[0], a0, e);
-            e = smlabt(r[1], b0, e);
-            e = kiln_smlad(r[rw], a1, e);
-            e = smlabt(r[rw + 1], b1, e);
-            e = kiln_smlad(r[2 * rw], a2, e);
-            e = smlabt(r[2 * rw + 1], b2, e);
-            out[0] = kiln_dw_output(e, rq.multiplier2, rq.right_shift, k, act_min, act_max,
-                                    full_range);
-            out += step;
-        }
-    }
+    channel_c(g, P, ch, out, 1);
 }
 
-
-static inline uint32_t rsk_of(kiln_dw_rq_t rq, int32_t k)
+static KILN_NOINLINE void channel_clamped(const planes_layer_t *g, const uint32_t *P,
+                                          const kiln_dw_planes_channel_t *ch, int8_t *out)
 {
-    return (uint32_t)rq.right_shift | ((uint32_t)k << 8);
+    channel_c(g, P, ch, out, 0);
 }
-
-/* One instantiation per (stride, full_range): both constants in each. */
-static KILN_NOINLINE void channel_s2_full(const planes_layer_t *g, const uint32_t *P,
-                                          const uint32_t *w01, const uint32_t *w12,
-                                          int32_t bias, kiln_dw_rq_t rq, int8_t *out)
-{
-#if defined(PLANES_ASM)
-    const uint32_t row_out = (uint32_t)g->out_w * (uint32_t)g->in_c;
-    const uint32_t ch[11] = {
-        w01[0], w01[1], w01[2], (w12[0] >> 16) | (w12[1] & 0xFFFF0000u), w12[2] >> 16,
-        (uint32_t)rq.multiplier2, rsk_of(rq, g->k), (uint32_t)g->in_c, (uint32_t)bias,
-        row_out, (uint32_t)(4 * (g->stride_h * PLANE_RW - g->out_w))};
-    rows_s2(P, out, out + (size_t)g->out_h * row_out, ch);
-#else
-    channel_s2(g, P, w01, w12, bias, rq, out, 1);
-#endif
-}
-
-static KILN_NOINLINE void channel_s2_clamped(const planes_layer_t *g, const uint32_t *P,
-                                             const uint32_t *w01, const uint32_t *w12,
-                                             int32_t bias, kiln_dw_rq_t rq, int8_t *out)
-{
-    channel_s2(g, P, w01, w12, bias, rq, out, 0);
-}
-
-static KILN_NOINLINE void channel_s1_full(const planes_layer_t *g, const uint32_t *P,
-                                          const uint32_t *w01, const uint32_t *w12,
-                                          int32_t bias, kiln_dw_rq_t rq, int8_t *out)
-{
-#if defined(PLANES_ASM)
-    const size_t step = (size_t)g->in_c;
-    const size_t row_out = (size_t)g->out_w * step;
-    const int32_t pairs = g->out_w / 2;
-    const uint32_t pair_bytes = 2u * (uint32_t)pairs * (uint32_t)step;
-    const uint32_t ch[13] = {
-        w01[0], w01[1], w01[2], w12[0], w12[1], w12[2], (uint32_t)step, (uint32_t)bias,
-        (uint32_t)bias, (uint32_t)rq.multiplier2, rsk_of(rq, g->k), pair_bytes,
-        (uint32_t)(4 * (g->stride_h * PLANE_RW - pairs))};
-    if ((g->out_w & 1) == 0) {      /* the rows follow each other: one call */
-        rows_s1(P, out, out + (size_t)g->out_h * row_out, ch);
-        return;
-    }
-    const int32_t k = g->k;
-    for (int32_t oy = 0; oy < g->out_h; ++oy, P += (size_t)g->stride_h * PLANE_RW, out += row_out) {
-        if (pairs > 0) {
-            rows_s1(P, out, out + pair_bytes, ch);
-        }
-        /* The last pixel, even: as at stride 2. */
-        const uint32_t *r = P + pairs;
-        int32_t e = bias;
-        e = kiln_smlad(r[0], w01[0], e);
-        e = smlabt(r[1], w12[0], e);
-        e = kiln_smlad(r[PLANE_RW], w01[1], e);
-        e = smlabt(r[PLANE_RW + 1], w12[1], e);
-        e = kiln_smlad(r[2 * PLANE_RW], w01[2], e);
-        e = smlabt(r[2 * PLANE_RW + 1], w12[2], e);
-        out[pair_bytes] = kiln_dw_output(e, rq.multiplier2, rq.right_shift, k, -128, 127, 1);
-    }
-#else
-    channel_s1(g, P, w01, w12, bias, rq, out, 1);
-#endif
-}
-
-static KILN_NOINLINE void channel_s1_clamped(const planes_layer_t *g, const uint32_t *P,
-                                             const uint32_t *w01, const uint32_t *w12,
-                                             int32_t bias, kiln_dw_rq_t rq, int8_t *out)
-{
-    channel_s1(g, P, w01, w12, bias, rq, out, 0);
-}
-
-typedef void (*channel_fn)(const planes_layer_t *, const uint32_t *, const uint32_t *,
-                           const uint32_t *, int32_t, kiln_dw_rq_t, int8_t *);
 
 kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
                                           const kiln_dwconv_params_t *params,
-                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dw_planes_channel_t *channels,
                                           const kiln_dims_t *input_dims, const int8_t *input,
-                                          const kiln_dims_t *filter_dims, const int8_t *filter,
-                                          const int32_t *bias,
+                                          const kiln_dims_t *filter_dims,
                                           const kiln_dims_t *output_dims, int8_t *output)
 {
     if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL || bias == NULL ||
+        channels == NULL || ((uintptr_t)channels & 3u) != 0 || input == NULL ||
         output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
         !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
@@ -604,43 +761,73 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
     const kiln_conv_params_t *p = &params->conv;
     const int32_t in_c = input_dims->c;
     const int32_t rows = plane_rows(output_dims->h, p->stride.h);
-    const int32_t rw = PLANE_RW;
-    const int32_t cols = 2 * plane_row_words(output_dims->w, p->stride.w);
-    const int32_t plane_words = rows * rw;
+    const int32_t row_words = plane_row_words(output_dims->w, p->stride.w);
+    const int32_t cols = 2 * row_words;
     uint32_t *planes = (uint32_t *)ctx->buf;
-    memset(planes, 0, (size_t)plane_words * 4u * sizeof(uint32_t));
+    {
+        /* What fill_planes writes: image rows, plane words from pad_w / 2 to the one
+         * holding the last input column read. */
+        int32_t ix_end = cols - p->padding.w;
+        ix_end = ix_end < input_dims->w ? ix_end : input_dims->w;
+        int32_t py1 = rows < input_dims->h + p->padding.h ? rows : input_dims->h + p->padding.h;
+        py1 = ix_end > 0 ? py1 : 0;
+        zero_ring(planes, rows, row_words, p->padding.h, py1, p->padding.w / 2,
+                  (p->padding.w + ix_end + 1) / 2);
+    }
     const planes_layer_t g = {
         .out_h = output_dims->h, .out_w = output_dims->w, .stride_h = p->stride.h,
-        .rw = rw, .in_c = in_c, .k = 1 + 2 * p->output_offset,
+        .stride_w = p->stride.w, .in_c = in_c,
         .act_min = p->activation.min, .act_max = p->activation.max,
     };
     const int full_range = p->activation.min == -128 && p->activation.max == 127;
-    const channel_fn run = p->stride.w == 2 ? (full_range ? channel_s2_full : channel_s2_clamped)
-                                            : (full_range ? channel_s1_full : channel_s1_clamped);
     const uint32_t off2 = (uint32_t)(uint16_t)p->input_offset * 0x10001u;
     const size_t image_bytes = (size_t)input_dims->h * (size_t)input_dims->w * (size_t)in_c;
     const size_t out_bytes = (size_t)output_dims->h * (size_t)output_dims->w * (size_t)in_c;
+#if defined(PLANES_ASM)
+    /* The assembly rows: full range, at least one pair a row; 3x3 maps whose last
+     * pixel's third taps are padding (equal strides) unrolled. */
+    const int use_asm = full_range && output_dims->w >= 2;
+    const int tiny = output_dims->h == 3 && output_dims->w == 3 &&
+                     p->stride.h == p->stride.w &&
+                     2 * p->stride.w + 2 >= p->padding.w + input_dims->w;
+    uint32_t tiny_args[3] = {
+        4, (uint32_t)in_c,
+        (uint32_t)(p->padding.h >= 1) |
+            (uint32_t)(2 * p->stride.h + 2 >= p->padding.h + input_dims->h) << 1};
+    const uint32_t pairs = (uint32_t)output_dims->w / 2;
+    const uint32_t advance = (uint32_t)p->stride.w * 4u * pairs;     /* p's, a row */
+    uint32_t args[5] = {
+        0, (uint32_t)in_c, (uint32_t)out_bytes, 2u * pairs * (uint32_t)in_c,
+        4u * (uint32_t)p->stride.h * PLANE_ROW - advance};
+#endif
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
         for (int32_t c = 0; c < in_c; c += 4) {
             const int32_t n = in_c - c < 4 ? in_c - c : 4;
-            fill_planes(planes, plane_words, rows, rw, cols, image + c, input_dims->h, input_dims->w,
-                        in_c, p->padding.h, p->padding.w, n, off2);
-            for (int32_t j = 0; j < n; ++j) {      /* plane j: channel c + j */
-                const int32_t ch = c + j;
-                uint32_t w01[3];
-                uint32_t w12[3];
-                for (int32_t r = 0; r < 3; ++r) {
-                    const int8_t *f = filter + (size_t)(3 * r) * (size_t)in_c + ch;
-                    const int32_t f0 = f[0];
-                    const int32_t f1 = f[in_c];
-                    const int32_t f2 = f[2 * in_c];
-                    w01[r] = (uint32_t)(uint16_t)f0 | ((uint32_t)(uint16_t)f1 << 16);
-                    w12[r] = (uint32_t)(uint16_t)f1 | ((uint32_t)(uint16_t)f2 << 16);
+            fill_planes(planes, rows, cols, image + c, input_dims->h, input_dims->w, in_c,
+                        p->padding.h, p->padding.w, n, off2);
+#if defined(PLANES_ASM)
+            if (use_asm && tiny) {
+                tiny_args[0] = (uint32_t)n;
+                (p->stride.w == 2 ? block_3x3_s2 : block_3x3_s1)(planes, out + c,
+                                                                 channels + c, tiny_args);
+                continue;
+            }
+            if (use_asm) {
+                args[0] = (uint32_t)n;
+                const int odd = output_dims->w & 1;
+                if (p->stride.w == 2) {
+                    (odd ? block_s2_odd : block_s2_even)(planes, out + c, channels + c, args);
+                } else {
+                    (odd ? block_s1_odd : block_s1_even)(planes, out + c, channels + c, args);
                 }
-                run(&g, planes + (size_t)j * (size_t)plane_words, w01, w12, bias[ch],
-                    kiln_dw_rq_packed(quant, ch), out + ch);
+                continue;
+            }
+#endif
+            for (int32_t j = 0; j < n; ++j) {      /* plane j: channel c + j */
+                (full_range ? channel_full : channel_clamped)(
+                    &g, planes + (size_t)j * PLANE_RW, channels + c + j, out + c + j);
             }
         }
     }

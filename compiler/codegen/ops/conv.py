@@ -250,18 +250,18 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 blocked[0 if tall else len(blocked):0] = _dw_px2_knobs(shape, "3x3_px2v")
             if kh == kw == 3 and shape.dilation == (1, 1) and _dw_planes_scratch(shape):
                 # A channel at a time over int16 planes (dwconv_3x3_planes.c), any C:
-                # leads on stride 2 and on maps under 12x12, where the kernels above
+                # leads on stride 2 and on maps up to 12x12, where the kernels above
                 # spend their time on edge pixels and per-block set-up (on QEMU
-                # mps2-an386 0.74-0.84x their instructions on VWW's 12x12 stride-2 and
-                # 6x6 layers), but not on rows under six pixels, where its own set-up
-                # per channel dominates (1.4x on VWW's 3x3 maps). With C % 4 != 0 the
-                # pixel pairs keep stride 1 (the planes fill a last block in C; unmeasured).
-                # Maps of 12x12 too: on VWW's 12x12x64 stride-1 layer 2.31 instructions a
-                # MAC against px2's 2.79 (per-line work on 12-pixel lines); at 24x24 its
-                # planes of the whole map (6.5 KB) would raise VWW's arena.
+                # mps2-an386 0.65-0.84x their instructions on VWW's 12x12 stride-2,
+                # 6x6 and 3x3 layers), but not on rows under three pixels (unmeasured).
+                # With C % 4 != 0 the pixel pairs keep stride 1 (the planes fill a last
+                # block in C; unmeasured). Maps of 12x12 too: on VWW's 12x12x64 stride-1
+                # layer 2.31 instructions a MAC against px2's 2.79 (per-line work on
+                # 12-pixel lines); at 24x24 its planes of the whole map (6.5 KB) would
+                # raise VWW's arena.
                 small = max(shape.output[1], shape.output[2]) <= _DW_PX2_MIN_WIDTH
                 lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
-                        and shape.output[2] >= 6)
+                        and shape.output[2] >= 3)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
@@ -952,7 +952,17 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes"):
+    if v.knobs["variant"] == "3x3_planes":
+        # One record a channel (conv.h kiln_dw_planes_channel_t), the kernel LDMs it.
+        table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
+        records = planes_channels(w.data, unfolded, table, int(qparams(y)[1]))
+        name = ctx.const("channels", records.view(np.int32).reshape(-1), "int32_t",
+                         "kiln_dw_planes_channel_t per channel: weight pairs, bias, "
+                         "requantization")
+        args[0] = ("&ctx, &params, (const kiln_dw_planes_channel_t *)" + name)
+        args[2] = "&filter_dims"
+        quant = ""
+    elif simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         # The kernels derive their constants once per block of channels (w8's edge
@@ -976,11 +986,12 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
         quant = _quant_c(ctx, mult, shift)
         bias_name = ctx.ptr(b) if b is not None else "NULL"
         filter_name = ctx.ptr(w)
-    args[2] = f"&filter_dims, {filter_name}, {bias_name}"
+    if v.knobs["variant"] != "3x3_planes":
+        args[2] = f"&filter_dims, {filter_name}, {bias_name}"
     lines = [
         _conv_params_c("kiln_dwconv_params_t", g, x, y, act,
                        depth_multiplier=mult_opt),
-        quant,
+        *([quant] if quant else []),
         f"static const kiln_dims_t input_dims = {c_dims(x.shape)};",
         f"static const kiln_dims_t filter_dims = {c_dims(w.shape)};",
         f"static const kiln_dims_t output_dims = {c_dims(y.shape)};",
@@ -991,6 +1002,20 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     return LayerCode(kernel=kernel, body="\n".join(lines), scratch_bytes=v.scratch,
                      macs=_dwconv2d_macs(ctx), summary=_dwconv2d_summary(ctx, g, v, mult_opt),
                      knobs=v.knobs, shape=shape)
+
+
+def planes_channels(weights: np.ndarray, bias: np.ndarray, table: np.ndarray,
+                    output_zero_point: int) -> np.ndarray:
+    """1HWC int8 filter, bias and requant_fast's table → kiln_dw_planes_channel_t per
+    channel as uint32 [C, 9]: per filter row (w0, w1) and (w1, w2) (int16 lanes, lane 0
+    low), the bias, multiplier << 1, right shift | (1 + 2 * zero point) << 8."""
+    w = weights.reshape(3, 3, -1).astype(np.int64) & 0xFFFF         # [row, tap, C]
+    taps = [pair for r in range(3)
+            for pair in (w[r, 0] | (w[r, 1] << 16), w[r, 1] | (w[r, 2] << 16))]
+    k = 1 + 2 * output_zero_point
+    rsk = table[:, 2].astype(np.int64) + (k << 8)
+    columns = [*taps, bias.astype(np.int64), table[:, 0].astype(np.int64) << 1, rsk]
+    return (np.stack(columns, axis=1) & 0xFFFFFFFF).astype(np.uint32)
 
 
 def _dwconv2d_macs(ctx: LowerCtx) -> int:
