@@ -388,7 +388,7 @@ static inline kiln_status_t gemm_p8_flat_banded(gemm_p8_kernel_t kernel,
     if (band == NULL || band->rows < 1 || !band->flat || ctx == NULL || params == NULL ||
         input_dims == NULL || filter_dims == NULL || output_dims == NULL || input == NULL ||
         output == NULL || input_dims->n != 1 || output_dims->n != 1 || input_dims->h < 1 ||
-        input_dims->w < 1 || input_dims->h > INT32_MAX / input_dims->w ||
+        input_dims->w < 1 || input_dims->c < 1 || input_dims->h > INT32_MAX / input_dims->w ||
         output_dims->h != input_dims->h || output_dims->w != input_dims->w ||
         filter_dims->h != 1 || filter_dims->w != 1 || params->stride.h != 1 ||
         params->stride.w != 1 || params->padding.h != 0 || params->padding.w != 0) {
