@@ -23,7 +23,8 @@ from test_ops_conv import Case, _build, _sanitizer_main, conv_case, dwconv_case
 
 import kiln.compiler as kc
 from kiln.compiler.codegen import apply_overlaps, arena_buffers, emit_sources, lower
-from kiln.compiler.codegen.ops.inplace import BANDED_KERNELS, band_rows, overlap_modes
+from kiln.compiler.codegen.ops.inplace import (BANDED_KERNELS, band_rows, flat_banded_gemm,
+                                               overlap_modes)
 from kiln.compiler.compile import KILN_VERSION, target_for
 from kiln.compiler.host_build import build_executable
 from kiln.compiler.memory_plan import ALIGN, Buffer, Overlap, Plan, check, lower_bound, plan
@@ -130,11 +131,13 @@ def _align_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def forced_build(model: bytes, board: str, pick) -> tuple[kc.Artifact, list[str]]:
+def forced_build(model: bytes, board: str, pick,
+                 flat_twins: bool = False) -> tuple[kc.Artifact, list[str]]:
     """Compile `model` (independent ops side by side) with each layer's overlap mode chosen
     by `pick(modes) -> (mode, reverse) | None`, its output placed at the tightest offset
     the mode allows and every pair in its own region of the arena. Returns the artifact
-    and the variants the emitted code runs (kernel, order, copy, flat)."""
+    and the variants the emitted code runs (kernel, order, copy, flat). `flat_twins`:
+    codegen's flat_banded_gemm pass too (the flat-band twins where it applies)."""
     g = optimize_graph(kc.load(model))
     base = kc.compile(kc.load(model), board=board, optimize="speed")
     layers, consts = lower(g, target_for(board))
@@ -165,6 +168,8 @@ def forced_build(model: bytes, board: str, pick) -> tuple[kc.Artifact, list[str]
     p = Plan(buffers=bufs, arena_bytes=cursor, overlaps=overlaps)
     check(p)
     emitted = apply_overlaps(g, layers, p, modes)
+    if flat_twins:
+        emitted = flat_banded_gemm(emitted)
     files = emit_sources(g, emitted, consts, p, KILN_VERSION)
     report = dict(base.report, arena_bytes=p.arena_bytes)
     files["kiln.json"] = json.dumps(report)
@@ -231,6 +236,45 @@ def test_banded_variants_match_tflm_and_the_plain_build(board, mode, reverse, la
     for c, g_, w, p in zip(cases, got, want, plain):
         assert_equal_exact(g_, w, f"{c.label} vs TFLM ({mode}, reverse={reverse}, {board})")
         assert_equal_exact(g_, p, f"{c.label} vs the no-overlap build")
+
+
+def _flat_cases(seed: int) -> list[Case]:
+    """1x1 stride-1 layers only (flat bands): channels equal, shrinking, growing; a pixel
+    count no band size divides."""
+    rng = np.random.default_rng(seed)
+    return [conv_case(rng, 300, n=1, kh=1, kw=1, sh=1, sw=1, groups=1, cin=8, cout=8, h=6, w=5),
+            conv_case(rng, 301, n=1, kh=1, kw=1, sh=1, sw=1, groups=1, cin=12, cout=4, h=5, w=4),
+            conv_case(rng, 302, n=1, kh=1, kw=1, sh=1, sw=1, groups=1, cin=4, cout=12, h=7, w=3)]
+
+
+@pytest.mark.parametrize("mode,reverse", [("banded", False), ("banded_copy", True)])
+def test_flat_twin_matches_tflm(mode, reverse):
+    """Where every row-geometry banded layer is a flat int8-pair gemm, codegen's
+    flat_banded_gemm calls kiln_conv2d_gemm_p8_flat_banded_s8 (no bands_valid, no
+    band_call): the same bands, copied or not, either order, TFLM's outputs; one
+    row-banded layer keeps every layer on the general twin."""
+    cases = _flat_cases(seed=13)
+    model = _build(cases)
+    rng = np.random.default_rng(6)
+    xs = [rand_int8(c.inputs[0].shape, rng, c.x_low, c.x_high) for c in cases]
+
+    def pick(modes):
+        ms = [m for m in modes if m.name == mode]
+        return (min(ms, key=lambda m: m.rows), reverse) if ms else None
+
+    art, variants = forced_build(model, "mps2-an386", pick, flat_twins=True)
+    # (An exactly-in-place layer, delta 0, runs forward whichever order was asked.)
+    assert len(variants) == len(cases) and all(
+        v.startswith("kiln_conv2d_gemm_p8_flat_banded_s8 ") and
+        v.endswith(f"copy={int(mode == 'banded_copy')} flat=1") for v in variants), variants
+    assert f"reverse={int(reverse)}" in " ".join(variants), variants
+    for c, g_, w in zip(cases, art.run(*xs), run_reference(model, xs)):
+        assert_equal_exact(g_, w, f"{c.label} vs TFLM ({mode}, reverse={reverse}, flat twin)")
+    row = conv_case(np.random.default_rng(14), 303, n=1, kh=3, kw=3, sh=1, sw=1, groups=1,
+                    cin=4, cout=4, h=6, w=5, padding="SAME")     # row bands
+    _, variants = forced_build(_build(cases + [row]), "mps2-an386", pick, flat_twins=True)
+    assert "flat=0" in variants[-1] and not any("flat_banded" in v for v in variants), \
+        variants
 
 
 @pytest.mark.slow

@@ -126,7 +126,8 @@ def test_full_range_entry_unless_a_layer_clamps():
     clamp = conv_case(rng, 2, n=1, kh=3, kw=3, cin=8, cout=6, groups=1, act="RELU6", y_zp=0)
     art = run_cases(full, seed=3, board=BOARD)
     assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8"] * 2
-    full_entries = {"kiln_conv2d_gemm_p8_full_s8", "kiln_conv2d_gemm_p8_full_banded_s8"}
+    full_entries = {"kiln_conv2d_gemm_p8_full_s8", "kiln_conv2d_gemm_p8_full_banded_s8",
+                    "kiln_conv2d_gemm_p8_full_flat_banded_s8"}
     assert all(op["called"] in full_entries for op in art.report["ops"])
     assert art.files["model.c"].count("return kiln_conv2d_gemm_p8_full_") == 2
     art = run_cases(full + [clamp], seed=3, board=BOARD)

@@ -284,6 +284,36 @@ def test_global_average_pool_has_its_own_kernel():
     check_cases(glob + other, seed=4, runs=3)
 
 
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_global_average_pool_dsp_lanes_on_qemu(tmp_path):
+    """kiln_avgpool_global_s8's Cortex-M4 loop (four channels in two words of 16-bit lanes,
+    KILN_POOL_LANE_PIXELS = 256 pixels a pass) against tflite-micro, in one firmware:
+    windows of exactly 256 pixels all -128 and all 127 (the lanes' extremes), 300 pixels
+    (a second pass) at -128 and random, batches, a tail of one to three channels."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    fills = [-128, 127, -128, None, None, None]
+    cases = [pool_case("AVERAGE_POOL_2D", (1, 16, 16, 8), (16, 16), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (1, 16, 16, 8), (16, 16), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (1, 20, 15, 4), (20, 15), (1, 1), zp=0),
+             pool_case("AVERAGE_POOL_2D", (2, 20, 15, 7), (20, 15), (1, 1), zp=-128),
+             pool_case("AVERAGE_POOL_2D", (1, 25, 5, 6), (25, 5), (1, 1), act="RELU6", zp=3),
+             pool_case("AVERAGE_POOL_2D", (3, 3, 3, 1), (3, 3), (3, 3), "SAME", zp=127)]
+    model = batch_model(cases)
+    art = kiln_compile(load(model), board="mps2-an386")
+    assert [op["kernel"] for op in art.report["ops"]] == ["kiln_avgpool_global_s8"] * 6
+    rng = np.random.default_rng(11)
+    xs = [rand_int(c.inputs[0].shape, rng) if v is None else
+          np.full(c.inputs[0].shape, v, np.int8) for c, v in zip(cases, fills)]
+    got = create_project(art, board="mps2-an386", out_dir=tmp_path / "p", inputs=xs).run(
+        timeout=120).outputs
+    for g, w, c in zip(got, run_reference(model, xs), cases):
+        assert_equal_exact(g, w, f"{c.label} on QEMU")
+
+
 def test_pool_rejects_requantization():
     x = TensorSpec((1, 4, 4, 2), scale=0.1, zero_point=0)
     y = TensorSpec((1, 2, 2, 2), scale=0.2, zero_point=0)

@@ -34,6 +34,15 @@ kiln_status_t kiln_lut_s8(const kiln_lut_params_t *params,
 
 /* --- SOFTMAX ----------------------------------------------------------------------- */
 
+/* The int8 SOFTMAX runs once an inference on a classifier's few outputs (KWS: 12, a
+ * few thousand instructions of millions): its functions are compiled for size (GCC
+ * and clang optimize a cold function for size; KWS -230 B of flash). */
+#if defined(__GNUC__)
+#define KILN_SOFTMAX_FN __attribute__((cold))
+#else
+#define KILN_SOFTMAX_FN
+#endif
+
 /* gemmlowp's SaturatingRoundingMultiplyByPOT for a positive exponent: a left
  * shift that saturates to the int32 range. */
 static inline int32_t saturating_shift_left(int32_t x, int32_t exponent)
@@ -60,7 +69,7 @@ static inline int32_t rounding_half_sum(int32_t a, int32_t b)
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-static int32_t fp_mul(int32_t a, int32_t b)
+KILN_SOFTMAX_FN static int32_t fp_mul(int32_t a, int32_t b)
 {
     return kiln_sat_rounding_doubling_high_mul(a, b);
 }
@@ -69,7 +78,7 @@ static int32_t fp_mul(int32_t a, int32_t b)
  * Q0.31 in and out, by three Newton-Raphson steps on x ~ 1 / d in Q2.29 with
  * d = (1 + a) / 2 in [1/2, 1). x stays in (1, 2] and each correction below
  * 1/16, so none of the Q2.29 additions can overflow. */
-static int32_t one_over_one_plus_x(int32_t a)
+KILN_SOFTMAX_FN static int32_t one_over_one_plus_x(int32_t a)
 {
     const int32_t kOneQ2 = INT32_C(1) << 29;
     const int32_t k48Over17Q2 = INT32_C(1515870810);
@@ -90,7 +99,7 @@ static int32_t one_over_one_plus_x(int32_t a)
  * a = -k/4 + r with r in [-1/4, 0): exp(r) by a Taylor series around -1/8, then
  * one factor exp(-2^j) per bit j of k. FixedPoint additions wrap (gemmlowp's Add);
  * here none can: every operand is a Q0.31 value of magnitude below 1. */
-static int32_t exp_on_negative_values_q5(int32_t a)
+KILN_SOFTMAX_FN static int32_t exp_on_negative_values_q5(int32_t a)
 {
     /* exp(-2^j) in Q0.31 for j = -2 .. 4: bits 24 .. 30 of the Q5.26 remainder. */
     static const int32_t kBarrel[7] = {1672461947, 1302514674, 790015084, 290630308,
@@ -154,7 +163,7 @@ static inline int32_t count_leading_zeros(uint32_t x)
  * computed as TFLM does: the difference -d, if at least diff_min, times
  * 2^left_shift (no overflow: softmax_s8_args_valid) rescaled by the input
  * multiplier to Q5.26 (MultiplyByQuantizedMultiplierGreaterThanOne). */
-static int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
+KILN_SOFTMAX_FN static int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
 {
     if (p->exp_table != NULL) {
         return d < p->entries ? p->exp_table[d] : 0;
@@ -171,7 +180,11 @@ static int32_t softmax_exp(const kiln_softmax_params_t *p, int32_t d)
  * once. */
 #define KILN_SOFTMAX_KEPT 16
 
-static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int32_t depth,
+/* Inlined into each entry point: a model links one, its output type a constant. */
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+static inline void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int32_t depth,
                            int32_t output_bits, int8_t *y8, int16_t *y16)
 {
     const int32_t out_min = output_bits == 8 ? INT8_MIN : INT16_MIN;
@@ -217,7 +230,7 @@ static void softmax_row_s8(const kiln_softmax_params_t *p, const int8_t *x, int3
     }
 }
 
-static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
+KILN_SOFTMAX_FN static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
                                  const kiln_dims_t *input_dims, const void *input,
                                  const kiln_dims_t *output_dims, const void *output)
 {
@@ -238,7 +251,7 @@ static int softmax_s8_args_valid(const kiln_softmax_params_t *params,
            input_dims->c <= KILN_SOFTMAX_MAX_DEPTH;
 }
 
-kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
+KILN_SOFTMAX_FN kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
                               const kiln_dims_t *input_dims, const int8_t *input,
                               const kiln_dims_t *output_dims, int8_t *output)
 {
@@ -253,7 +266,7 @@ kiln_status_t kiln_softmax_s8(const kiln_softmax_params_t *params,
     return KILN_OK;
 }
 
-kiln_status_t kiln_softmax_s8_s16(const kiln_softmax_params_t *params,
+KILN_SOFTMAX_FN kiln_status_t kiln_softmax_s8_s16(const kiln_softmax_params_t *params,
                                   const kiln_dims_t *input_dims, const int8_t *input,
                                   const kiln_dims_t *output_dims, int16_t *output)
 {

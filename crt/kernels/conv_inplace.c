@@ -17,13 +17,24 @@ static int32_t max_i32(int32_t a, int32_t b)
     return a > b ? a : b;
 }
 
-int32_t kiln_band_count(const kiln_band_params_t *band, int32_t out_h)
+/* The band API below is out of line in every caller: one copy serves the band
+ * loops here and the kernels with their own (dwconv_3x3_px2.c), and a band's
+ * call costs a few instructions where each inlined copy cost 50-250 bytes. */
+#if defined(__GNUC__)
+#define KILN_BAND_API __attribute__((noinline))
+#else
+#define KILN_BAND_API
+#endif
+
+KILN_BAND_API int32_t kiln_band_count(const kiln_band_params_t *band, int32_t out_h)
 {
     return (out_h + band->rows - 1) / band->rows;
 }
 
-void kiln_band_rows(const kiln_band_params_t *band, const kiln_conv_params_t *params,
-                    int32_t in_h, int32_t k_h, int32_t out_h, int32_t index, kiln_band_t *out)
+KILN_BAND_API void kiln_band_rows(const kiln_band_params_t *band,
+                                  const kiln_conv_params_t *params, int32_t in_h,
+                                  int32_t k_h, int32_t out_h, int32_t index,
+                                  kiln_band_t *out)
 {
     const int32_t r0 = index * band->rows;
     const int32_t r1 = min_i32(out_h, r0 + band->rows);
@@ -58,9 +69,10 @@ static int32_t max_band_in_rows(const kiln_band_params_t *band, const kiln_conv_
     return rows;
 }
 
-int32_t kiln_band_copy_bytes(const kiln_band_params_t *band, const kiln_conv_params_t *params,
-                             const kiln_dims_t *input_dims, int32_t k_h,
-                             const kiln_dims_t *output_dims)
+KILN_BAND_API int32_t kiln_band_copy_bytes(const kiln_band_params_t *band,
+                                           const kiln_conv_params_t *params,
+                                           const kiln_dims_t *input_dims, int32_t k_h,
+                                           const kiln_dims_t *output_dims)
 {
     if (!band->copy) {
         return 0;
@@ -350,6 +362,100 @@ kiln_status_t kiln_conv2d_gemm_p8_full_banded_s8(const kiln_band_params_t *band,
 {
     return gemm_p8_banded(kiln_conv2d_gemm_p8_full_s8, band, ctx, params, quant, input_dims,
                           input, filter_dims, filter, bias, output_dims, output);
+}
+
+/*
+ * The int8-pair gemms' flat bands (band->flat: a 1x1, stride-1, unpadded layer
+ * seen as H * W rows of one pixel), without the row geometry: band b is pixels
+ * [b * rows, b * rows + rows) of input and output alike, the same kernel calls
+ * as gemm_p8_banded makes for such a layer (copy area, the kernel's scratch
+ * after it, reverse order), so the same results. A model whose banded gemm
+ * layers are all flat (KWS) links no bands_valid or band_call.
+ */
+#if defined(__GNUC__)
+__attribute__((always_inline))  /* a model links one of its two callers: no call, no pointer */
+#endif
+static inline kiln_status_t gemm_p8_flat_banded(gemm_p8_kernel_t kernel,
+                                         const kiln_band_params_t *band,
+                                         const kiln_context_t *ctx,
+                                         const kiln_conv_params_t *params,
+                                         const kiln_requant_packed_t *quant,
+                                         const kiln_dims_t *input_dims, const int8_t *input,
+                                         const kiln_dims_t *filter_dims, const int32_t *filter,
+                                         const int32_t *bias, const kiln_dims_t *output_dims,
+                                         int8_t *output)
+{
+    if (band == NULL || band->rows < 1 || !band->flat || ctx == NULL || params == NULL ||
+        input_dims == NULL || filter_dims == NULL || output_dims == NULL || input == NULL ||
+        output == NULL || input_dims->n != 1 || output_dims->n != 1 || input_dims->h < 1 ||
+        input_dims->w < 1 || input_dims->c < 1 || input_dims->h > INT32_MAX / input_dims->w ||
+        output_dims->h != input_dims->h || output_dims->w != input_dims->w ||
+        filter_dims->h != 1 || filter_dims->w != 1 || params->stride.h != 1 ||
+        params->stride.w != 1 || params->padding.h != 0 || params->padding.w != 0) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t pixels = input_dims->h * input_dims->w;
+    const int32_t rows = band->rows;
+    const int32_t count = (pixels - 1) / rows + 1;
+    kiln_dims_t in = {1, rows, 1, input_dims->c};
+    kiln_dims_t out = {1, rows, 1, output_dims->c};
+    /* kiln_band_copy_bytes of these dims: the largest band is min(rows, pixels) pixels. */
+    const int32_t copy = band->copy ? (min_i32(rows, pixels) * in.c + 7) & ~7 : 0;
+    if (copy > 0 && (ctx->buf == NULL || ctx->size < copy)) {
+        return KILN_ERR_ARG;
+    }
+    const kiln_context_t kctx = {copy > 0 ? (void *)((int8_t *)ctx->buf + copy) : ctx->buf,
+                                 ctx->size - copy};
+    int32_t p0 = band->reverse ? (count - 1) * rows : 0;
+    const int32_t step = band->reverse ? -rows : rows;
+    for (int32_t i = 0; i < count; ++i, p0 += step) {
+        const int8_t *src = input + (size_t)p0 * (size_t)in.c;
+        in.h = min_i32(rows, pixels - p0);
+        out.h = in.h;
+        if (copy > 0) {
+            memcpy(ctx->buf, src, (size_t)in.h * (size_t)in.c);
+            src = (const int8_t *)ctx->buf;
+        }
+        const kiln_status_t status = kernel(&kctx, params, quant, &in, src, filter_dims,
+                                            filter, bias, &out,
+                                            output + (size_t)p0 * (size_t)out.c);
+        if (status != KILN_OK) {
+            return status;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_flat_banded_s8(const kiln_band_params_t *band,
+                                                 const kiln_context_t *ctx,
+                                                 const kiln_conv_params_t *params,
+                                                 const kiln_requant_packed_t *quant,
+                                                 const kiln_dims_t *input_dims,
+                                                 const int8_t *input,
+                                                 const kiln_dims_t *filter_dims,
+                                                 const int32_t *filter, const int32_t *bias,
+                                                 const kiln_dims_t *output_dims,
+                                                 int8_t *output)
+{
+    return gemm_p8_flat_banded(kiln_conv2d_gemm_p8_s8, band, ctx, params, quant, input_dims,
+                               input, filter_dims, filter, bias, output_dims, output);
+}
+
+kiln_status_t kiln_conv2d_gemm_p8_full_flat_banded_s8(const kiln_band_params_t *band,
+                                                      const kiln_context_t *ctx,
+                                                      const kiln_conv_params_t *params,
+                                                      const kiln_requant_packed_t *quant,
+                                                      const kiln_dims_t *input_dims,
+                                                      const int8_t *input,
+                                                      const kiln_dims_t *filter_dims,
+                                                      const int32_t *filter,
+                                                      const int32_t *bias,
+                                                      const kiln_dims_t *output_dims,
+                                                      int8_t *output)
+{
+    return gemm_p8_flat_banded(kiln_conv2d_gemm_p8_full_s8, band, ctx, params, quant,
+                               input_dims, input, filter_dims, filter, bias, output_dims,
+                               output);
 }
 
 kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln_context_t *ctx,

@@ -139,6 +139,31 @@ kiln_status_t kiln_conv2d_gemm_p8_full_banded_s8(const kiln_band_params_t *band,
                                                  const kiln_dims_t *output_dims,
                                                  int8_t *output);
 
+/* The two above for flat bands only (band->flat = 1: a 1x1, stride-1, unpadded
+ * layer), without the row geometry the others link. */
+kiln_status_t kiln_conv2d_gemm_p8_flat_banded_s8(const kiln_band_params_t *band,
+                                                 const kiln_context_t *ctx,
+                                                 const kiln_conv_params_t *params,
+                                                 const kiln_requant_packed_t *quant,
+                                                 const kiln_dims_t *input_dims,
+                                                 const int8_t *input,
+                                                 const kiln_dims_t *filter_dims,
+                                                 const int32_t *filter, const int32_t *bias,
+                                                 const kiln_dims_t *output_dims,
+                                                 int8_t *output);
+
+kiln_status_t kiln_conv2d_gemm_p8_full_flat_banded_s8(const kiln_band_params_t *band,
+                                                      const kiln_context_t *ctx,
+                                                      const kiln_conv_params_t *params,
+                                                      const kiln_requant_packed_t *quant,
+                                                      const kiln_dims_t *input_dims,
+                                                      const int8_t *input,
+                                                      const kiln_dims_t *filter_dims,
+                                                      const int32_t *filter,
+                                                      const int32_t *bias,
+                                                      const kiln_dims_t *output_dims,
+                                                      int8_t *output);
+
 kiln_status_t kiln_dwconv2d_banded_s8(const kiln_band_params_t *band, const kiln_context_t *ctx,
                                       const kiln_dwconv_params_t *params,
                                       const kiln_per_channel_requant_t *quant,

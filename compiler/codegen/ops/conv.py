@@ -859,7 +859,8 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
 # The int8-pair gemm's entry points for activations of the full int8 range only, which
 # link no clamping pixel loop (conv.h, inplace.h): the general one's name -> theirs.
 GEMM_P8_FULL = {"kiln_conv2d_gemm_p8_s8": "kiln_conv2d_gemm_p8_full_s8",
-                "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8"}
+                "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8",
+                "kiln_conv2d_gemm_p8_flat_banded_s8": "kiln_conv2d_gemm_p8_full_flat_banded_s8"}
 
 
 def full_range_gemm(layers: list) -> list:

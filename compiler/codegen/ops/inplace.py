@@ -48,6 +48,14 @@ BANDED_KERNELS = {
     "kiln_dwconv2d_3x3_px2v_s8": "kiln_dwconv2d_3x3_px2v_banded_s8",
 }
 
+# The banded twins of crt/kernels/conv_inplace.c: one row geometry (bands_valid, band_call)
+# serves them all. (The px2v twin runs its own bands, the MVE ones conv_mve_inplace.c's.)
+_ROW_GEOMETRY = {v for k, v in BANDED_KERNELS.items()
+                 if "mve" not in k and k != "kiln_dwconv2d_3x3_px2v_s8"}
+# Twins for flat bands only (a 1x1, stride-1, unpadded layer as H * W rows of one pixel):
+# the same kernel calls as the general twin's, without the row geometry.
+FLAT_BANDED_KERNELS = {"kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_flat_banded_s8"}
+
 # Kernels whose output may sit exactly on a same-shape input (element i from element i).
 EXACT_KERNELS = {"kiln_add_s8", "kiln_sub_s8", "kiln_add_lut_s8", "kiln_add_lut_same_s8",
                  "kiln_mul_s8",
@@ -220,3 +228,25 @@ def banded_code(code: LayerCode, mode: OverlapMode, reverse: bool) -> LayerCode:
                f"{order}{', each copied to scratch first' if mode.copy else ''}")
     # `kernel` stays the variant (kiln.json, tuning); the body calls its banded twin.
     return replace(code, body=body, scratch_bytes=scratch, summary=summary, called=kernel)
+
+
+def flat_banded_gemm(layers: list) -> list:
+    """The emitted layers with every banded int8-pair gemm layer calling its flat twin
+    (kiln_conv2d_gemm_p8_flat_banded_s8) when each layer on conv_inplace.c's row geometry
+    is such a layer with flat bands: the firmware then links no row geometry (about 700 B
+    of code on a Cortex-M4; KWS). One row-banded layer keeps them all on the general twin,
+    which serves both, rather than linking two loops."""
+    banded = [i for i, e in enumerate(layers) if e.code.called in _ROW_GEOMETRY]
+    flat = [i for i in banded if layers[i].code.called in FLAT_BANDED_KERNELS
+            and ".flat = 1}" in layers[i].code.body]
+    if not flat or len(flat) != len(banded):
+        return layers
+    out = list(layers)
+    for i in flat:
+        code = layers[i].code
+        to = FLAT_BANDED_KERNELS[code.called]
+        old, new = f"return {code.called}(", f"return {to}("
+        assert code.body.count(old) == 1, code.body
+        body = code.body.replace(old, new).replace("\n" + " " * len(old), "\n" + " " * len(new))
+        out[i] = replace(layers[i], code=replace(code, body=body, called=to))
+    return out
