@@ -144,7 +144,7 @@ def _round_up4(n: int) -> int:
 
 # The SIMD kernels by knobs (conv.h): CONV_2D gemm by (oc_block, weights), FULLY_CONNECTED
 # rows by row_block. Within an op they share their signature and scratch.
-_GEMM_KERNELS = {(4, "s16"): "kiln_conv2d_gemm_oc4_s8", (2, "s16"): "kiln_conv2d_gemm_s8",
+_GEMM_KERNELS = {(2, "s16"): "kiln_conv2d_gemm_s8", (4, "s16"): "kiln_conv2d_gemm_oc4_s8",
                  (2, "s8"): "kiln_conv2d_gemm_w8_s8"}
 # Int8 channel/row pairs (conv_dsp.h): the default where the filter allows it.
 _GEMM_P8 = {"variant": "gemm", "oc_block": 4, "px_block": 2, "weights": "p8"}
