@@ -16,7 +16,9 @@
  * time (the channels of a block side by side). Per group of four k the inner
  * loops do:
  *
- *   2x2 int16: 4 LDRD,  8 SMLAD                 (16 MACs)
+ *   2x2 int16: 2 LDM,   8 SMLAD                 (16 MACs): on DSP cores one
+ *              asm routine runs every channel pair of the pixel pair
+ *              (pairs_2x2), the requantization included; 4 LDRD in C
  *   4x2 int16: 6 LDRD, 16 SMLAD                 (32 MACs): the column's loads
  *              are shared by twice the channels, at the price of 8 live
  *              accumulators (all the registers there are: see dot_4x2)
