@@ -156,12 +156,24 @@ def gemm_tail_cases(seed: int) -> list[Case]:
             (13, 12, 1, 4, 4, 2, "VALID"), (15, 3, 3, 1, 1, 1, "SAME"),
             (10, 10, 4, 10, 9, 1, "SAME"),
             # depth 5 and 7 groups of four (oc4's loop entered part-way, 8 groups a trip)
-            (9, 20, 1, 3, 3, 1, "VALID"), (6, 28, 1, 2, 3, 1, "VALID")]):
+            (9, 20, 1, 3, 3, 1, "VALID"), (6, 28, 1, 2, 3, 1, "VALID"),
+            # 16 and 32 groups (the 2x2 asm loop's whole trips of 16, none entered part-way)
+            (6, 64, 1, 2, 3, 1, "VALID"), (5, 128, 1, 1, 3, 1, "VALID")]):
         cases.append(conv_case(rng, 100 + i, cin=cin, cout=cout, kh=k, kw=k, sh=stride,
                                sw=stride, dh=1, dw=1, padding=padding, h=h, w=w, groups=1,
                                n=1 + i % 2))
     cases.append(conv_case(rng, 120, cin=5, cout=11, kh=3, kw=2, dh=2, dw=1, sh=1, sw=1,
                            padding="SAME", h=7, w=6, groups=1, act="RELU6"))    # dilated
+    # one-word kernel rows (gather_word_rows): KWS's first layer in small (its last
+    # input row's right windows byte by byte), three channels and a tail byte with
+    # vertical dilation, two channels at a horizontal stride of 3
+    for i, (cin, kh, kw, sh, sw, dh, h, w) in enumerate([
+            (1, 10, 4, 2, 2, 1, 13, 10), (3, 2, 1, 1, 1, 2, 5, 4), (2, 3, 2, 2, 3, 1, 6, 8)]):
+        cases.append(conv_case(rng, 122 + i, cin=cin, cout=5 + i, kh=kh, kw=kw, sh=sh, sw=sw,
+                               dh=dh, dw=1, padding="SAME", h=h, w=w, groups=1, n=1 + i % 2))
+    # a clamping layer of 18 groups (the 2x2 asm loop's clamp, a second trip of two)
+    cases.append(conv_case(rng, 121, cin=72, cout=7, kh=1, kw=1, sh=1, sw=1, dh=1, dw=1,
+                           padding="VALID", h=3, w=3, groups=1, act="RELU6"))
     return cases
 
 
@@ -425,14 +437,15 @@ def test_variant_choice_follows_the_target():
     with pytest.raises(ModelError, match="not a candidate"):
         conv2d_variant(conv, DSP, dict(gemm, weights="s8"))
     # The int8 channel-pair gemm first (the default: int8 flash), then the int16 ones
-    # (a tuner may take them where flash allows), then the int8-weight 2x2 one.
+    # (a tuner may take them where flash allows; the 2x2 one, whose channel pairs run in
+    # one asm loop, ahead of oc4), then the int8-weight 2x2 one.
     assert [(k["variant"], k.get("oc_block"), k.get("weights"))
             for k in candidates("CONV_2D", conv, DSP)] == [
-        ("gemm", 4, "p8"), ("gemm", 4, "s16"), ("gemm", 2, "s16"), ("gemm", 2, "s8"),
+        ("gemm", 4, "p8"), ("gemm", 2, "s16"), ("gemm", 4, "s16"), ("gemm", 2, "s8"),
         ("generic", None, None)]
     # A filter that cannot pack as int8 pairs keeps the int16 default.
-    assert conv2d_variant(replace(conv, pairs8=False), DSP).kernel == "kiln_conv2d_gemm_oc4_s8"
-    for knobs, kernel in ((dict(gemm, oc_block=2), "kiln_conv2d_gemm_s8"),
+    assert conv2d_variant(replace(conv, pairs8=False), DSP).kernel == "kiln_conv2d_gemm_s8"
+    for knobs, kernel in ((gemm, "kiln_conv2d_gemm_oc4_s8"),
                           (dict(gemm, oc_block=2, weights="s8"), "kiln_conv2d_gemm_w8_s8")):
         assert (conv2d_variant(conv, DSP, knobs).kernel,
                 conv2d_variant(conv, DSP, knobs).scratch) == (kernel, 4 * 144 + 48)

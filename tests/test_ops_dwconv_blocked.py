@@ -132,10 +132,10 @@ def test_candidates_of_the_blocked_depthwise_variants():
                     padding=(4, 3), stride=(2, 2), depth_multiplier=8)
     ks = candidates("DEPTHWISE_CONV_2D", ms, DSP)
     assert [(k["variant"], k.get("oc_block"), k.get("weights")) for k in ks] == [
-        ("gemm", 4, "s16"), ("gemm", 2, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
+        ("gemm", 2, "s16"), ("gemm", 4, "s16"), ("gemm", 2, "s8"), ("generic", None, None)]
     gemm = dwconv2d_variant(ms, DSP)
     # kiln_conv2d_gemm_s8_get_buffer_size of filter (8, 10, 8, 1): 4 * KH * R + R, R = 8.
-    assert (gemm.kernel, gemm.scratch) == ("kiln_conv2d_gemm_oc4_s8", 4 * 10 * 8 + 8)
+    assert (gemm.kernel, gemm.scratch) == ("kiln_conv2d_gemm_s8", 4 * 10 * 8 + 8)
     # Two input channels with a multiplier stay on the plain kernel.
     two = LayerShape(input=(1, 9, 9, 2), filter=(1, 3, 3, 4), output=(1, 9, 9, 4),
                      depth_multiplier=2)
@@ -195,13 +195,13 @@ def test_micro_speech_every_depthwise_candidate_on_host():
     # The default build takes the gemm, which declares the gemm's banded overlap rules
     # (the band geometry is the depthwise layer's: same input, filter height, output).
     art = kc.compile(kc.load(model), board=BOARD)
-    assert _kernels(art)[0] == "kiln_conv2d_gemm_oc4_s8"
+    assert _kernels(art)[0] == "kiln_conv2d_gemm_s8"
     target = Target(board=BOARD, cpu="cortex-m4", dsp=True)
     [(step, e)] = [(i, e) for i, e in enumerate(lower(art.graph, target)[0])
                    if e.op.type == "DEPTHWISE_CONV_2D"]
     modes = overlap_modes(art.graph, e.op, step, e.code)
     assert {m.name for m in modes} >= {"banded"} and banded_code(
-        e.code, modes[0], False).called == "kiln_conv2d_gemm_oc4_banded_s8"
+        e.code, modes[0], False).called == "kiln_conv2d_gemm_banded_s8"
 
 
 _C_MAIN = r"""

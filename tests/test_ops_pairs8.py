@@ -111,7 +111,7 @@ def test_largest_recovered_sums_and_ineligible_filters_match_tflm():
     cases.append(replace(f, inputs=[x, replace(wt, data=data), b], output=y, x_low=127))
     art = run_cases(cases, seed=21, board=BOARD)
     assert _kernels(art) == ["kiln_conv2d_gemm_p8_s8", "kiln_conv2d_gemm_p8_s8",
-                             "kiln_conv2d_gemm_oc4_s8", "kiln_conv2d_gemm_oc4_s8",
+                             "kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_s8",
                              "kiln_fully_connected_rows8_p8_pt_s8"]     # per-tensor
 
 

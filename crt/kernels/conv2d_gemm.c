@@ -16,7 +16,9 @@
  * time (the channels of a block side by side). Per group of four k the inner
  * loops do:
  *
- *   2x2 int16: 4 LDRD,  8 SMLAD                 (16 MACs)
+ *   2x2 int16: 2 LDM,   8 SMLAD                 (16 MACs): on DSP cores one
+ *              asm routine runs every channel pair of the pixel pair
+ *              (pairs_2x2), the requantization included; 4 LDRD in C
  *   4x2 int16: 6 LDRD, 16 SMLAD                 (32 MACs): the column's loads
  *              are shared by twice the channels, at the price of 8 live
  *              accumulators (all the registers there are: see dot_4x2)
@@ -436,6 +438,108 @@ static KILN_NOINLINE void gather_pair_any(const gather_t *g, int32_t p, int pair
     }
 }
 
+/*
+ * gather of one pixel for layers whose kernel rows are one word (row4 == 4:
+ * k_w * in_c <= 4) without horizontal dilation, such as KWS's first layer
+ * (10x4 on one channel), the same column word for word. Which bytes j of a
+ * row lie in the image (0 <= lo + j < row_bytes, lo the row's first byte
+ * relative to the image row) is the same for every row of the pixel, so each
+ * row inside the image vertically is one unaligned load, shifted past the
+ * left padding, masked and filled with the zero point in the padding (and
+ * past row_len, where the packed filter is zero). A load that would run past
+ * the input (its last row) goes byte by byte; a window wholly in the
+ * horizontal padding is the zero point.
+ */
+static void gather_word_rows(const gather_t *g, int32_t b, int32_t oy, int32_t ox,
+                             uint32_t *slot)
+{
+    const int32_t row_bytes = g->in_w * g->in_c;
+    const int32_t lo = (ox * g->stride_w - g->pad_w) * g->in_c;
+    const int32_t k_h = g->k_h;
+    const int32_t in_h = g->in_h;
+    const int32_t dil_h = g->dil_h;
+    const uint32_t pad4 = (uint8_t)g->pad_value * UINT32_C(0x01010101);
+    const uint32_t pad_a = kiln_sxtb16(pad4);
+    const uint32_t pad_b = kiln_sxtb16_ror8(pad4);
+    uint32_t keep = 0;
+    for (int32_t j = 0; j < g->row_len; ++j) {
+        if (lo + j >= 0 && lo + j < row_bytes) {
+            keep |= UINT32_C(0xFF) << (8 * j);
+        }
+    }
+    /* The rows inside the image vertically: ky in [ky0, ky1). */
+    const int32_t iy0 = oy * g->stride_h - g->pad_h;
+    int32_t ky0 = 0;
+    int32_t ky1 = 0;
+    if (keep != 0) {
+        ky0 = iy0 < 0 ? (-iy0 + dil_h - 1) / dil_h : 0;
+        ky1 = in_h - iy0 > 0 ? (in_h - iy0 + dil_h - 1) / dil_h : 0;
+        ky1 = ky1 < k_h ? ky1 : k_h;
+        ky0 = ky0 < ky1 ? ky0 : ky1;
+    }
+    int32_t ky = 0;
+    for (; ky < ky0; ++ky) {
+        slot[0] = pad_a;
+        slot[2] = pad_b;
+        slot += 4;
+    }
+    if (ky < ky1) {
+        /* keep != 0: lo > -4, so the shift stays below 32; off < row_bytes. */
+        const int32_t off = lo > 0 ? lo : 0;
+        const uint32_t shl = lo < 0 ? 8u * (uint32_t)-lo : 0u;
+        const uint32_t fill = pad4 & ~keep;
+        const size_t step = (size_t)dil_h * (size_t)row_bytes;
+        const int8_t *row = g->input + (size_t)b * (size_t)in_h * (size_t)row_bytes +
+                            (size_t)(iy0 + ky * dil_h) * (size_t)row_bytes;
+        const int8_t *const input_end = g->input_end;
+        for (; ky < ky1; ++ky) {
+            uint32_t v;
+            if (input_end - (row + off) >= 4) {
+                v = ((kiln_load_s8x4(row + off) << shl) & keep) | fill;
+            } else {
+                v = fill;
+                for (int32_t j = 0; j < 4; ++j) {
+                    if ((keep >> (8 * j)) & 0xFFu) {
+                        v |= (uint32_t)(uint8_t)row[lo + j] << (8 * j);
+                    }
+                }
+            }
+            slot[0] = kiln_sxtb16(v);
+            slot[2] = kiln_sxtb16_ror8(v);
+            slot += 4;
+            row += step;
+        }
+    }
+    for (; ky < k_h; ++ky) {
+        slot[0] = pad_a;
+        slot[2] = pad_b;
+        slot += 4;
+    }
+}
+
+/* gather_pair for one-word kernel rows (gather_word_rows), the same column. */
+static KILN_NOINLINE void gather_pair_words(const gather_t *g, int paired, int32_t pos[3],
+                                            uint32_t *col)
+{
+    for (int32_t i = 0; i < 2; ++i) {
+        if (i == 0 || paired) {
+            gather_word_rows(g, pos[0], pos[1], pos[2], col + i);
+            if (++pos[2] == g->out_w) {
+                pos[2] = 0;
+                if (++pos[1] == g->out_h) {
+                    pos[1] = 0;
+                    ++pos[0];
+                }
+            }
+        }
+    }
+    if (!paired) {
+        for (int32_t i = 0; i < 4 * g->groups4; i += 2) {
+            col[i + 1] = col[i];
+        }
+    }
+}
+
 /* The variants (conv.h): how the filter is packed and which blocks run. */
 enum { GEMM_2X2, GEMM_4X2, GEMM_W8, GEMM_P8 };
 
@@ -773,6 +877,139 @@ static KILN_ALWAYS_INLINE void dot_w8_2x2(const uint32_t *w, const uint32_t *col
     acc[3] = a11;
 }
 
+#if defined(__ARM_FEATURE_DSP)
+/*
+ * Every whole channel pair of one pixel pair, int16-pair filter, in one asm
+ * routine (pairs_2x2_full, pairs_2x2_clamp): dot products, requantization
+ * and stores, the state between blocks kept in a frame on the stack. Per
+ * group of four k, one LDM of the block's four filter words [A c0][A c1]
+ * [B c0][B c1], one LDM of the column's four [A px0][A px1][B px0][B px1]
+ * and eight SMLAD: ten instructions for 16 MACs, where the 4x2 block's LDRD
+ * take eleven for eight SMLAD (its eight accumulators leave four registers
+ * for the data: two LDRD of the filter and one of the column per pair of k).
+ * The loop runs sixteen groups a trip, the first trip entered part-way (as
+ * dot_4x2_run: every instruction of a group is 32-bit, 40 bytes a group,
+ * which the .if checks), so no tail follows it.
+ * The requantization is kiln_dw_output's (conv_dsp.h), six instructions an
+ * output with its store: SMMLAR by 2 * multiplier - 2^32, ADD of the sign,
+ * ASR by right_shift, ADD of 2 * output_offset + 1, SSAT with its halving
+ * shift, STRB with write-back; the same value as kiln_output_fast for every
+ * kiln_requant_fast_t channel conv.h allows (multiplier in [2^30, 2^31),
+ * right_shift in [1, 30]). A clamping layer then clamps to its range (two
+ * compares and conditional moves).
+ * The struct is the frame's first twelve words, in the order the asm reads them.
+ */
+typedef struct {
+    const kiln_requant_fast_t *q;   /* [0]  the block's first channel */
+    int8_t *out0;                   /* [4]  pixel p's output at that channel */
+    int8_t *out1;                   /* [8]  pixel p + 1's (out0 for a lone pixel) */
+    int32_t k;                      /* [12] 2 * output_offset + 1 */
+    int32_t act_min;                /* [16] */
+    int32_t act_max;                /* [20] */
+    const int32_t *bias;            /* [24] */
+    const uint32_t *col;            /* [28] the pair's column */
+    uint32_t entry;                 /* [32] 40 * ((16 - groups4 % 16) % 16) + 1 (Thumb) */
+    const uint32_t *col_end;        /* [36] col + 4 * groups4 */
+    const uint32_t *w_end;          /* [40] past the last whole pair's filter words */
+    const uint32_t *w;              /* [44] the first pair's filter words (>= 1 pair) */
+} pairs_2x2_t;
+
+/* Registers: filter pointer r0, column pointer r1, accumulators r4-r7
+ * ((c0, px0), (c0, px1), (c1, px0), (c1, px1)), filter words r8-r11, column
+ * words r2, r3, r12, lr; in the requantization q, out0, out1, k, act_min,
+ * act_max in r8-r12, lr, the channel's multiplier and right_shift in r1, r3.
+ * Every register but r0 is saved and restored (r7 may be the frame pointer). */
+#define PAIRS_2X2_GROUP_ASM                                                      \
+    "ldm r0!, {r8-r11}\n\t"                                                      \
+    "ldm r1!, {r2, r3, r12, lr}\n\t"                                             \
+    "smlad r4, r8, r2, r4\n\t"                                                   \
+    "smlad r5, r8, r3, r5\n\t"                                                   \
+    "smlad r6, r9, r2, r6\n\t"                                                   \
+    "smlad r7, r9, r3, r7\n\t"                                                   \
+    "smlad r4, r10, r12, r4\n\t"                                                 \
+    "smlad r5, r10, lr, r5\n\t"                                                  \
+    "smlad r6, r11, r12, r6\n\t"                                                 \
+    "smlad r7, r11, lr, r7\n\t"
+/* One output in register a (its kiln_requant_fast_t in r1, r3), clamped by CLAMP. */
+#define PAIRS_2X2_REQ_ASM(a)                                                     \
+    "smmlar " a ", " a ", r1, " a "\n\t"                                         \
+    "add " a ", " a ", " a ", asr #31\n\t"                                       \
+    "asr " a ", " a ", r3\n\t"                                                   \
+    "add " a ", " a ", r11\n\t"                                                  \
+    "ssat " a ", #8, " a ", asr #1\n\t"
+#define PAIRS_2X2_CLAMP_ASM(a)                                                   \
+    "cmp " a ", r12\n\t"                                                         \
+    "it lt\n\t"                                                                  \
+    "movlt " a ", r12\n\t"                                                       \
+    "cmp " a ", lr\n\t"                                                          \
+    "it gt\n\t"                                                                  \
+    "movgt " a ", lr\n\t"
+#define PAIRS_2X2_NO_CLAMP_ASM(a)
+/* One channel's two outputs (accumulators a, b) from its kiln_requant_fast_t at r8. */
+#define PAIRS_2X2_OUT_ASM(a, b, CLAMP)                                           \
+    "ldm r8!, {r1, r2, r3}\n\t"                                                  \
+    "lsl r1, r1, #1\n\t"                                                         \
+    PAIRS_2X2_REQ_ASM(a) PAIRS_2X2_REQ_ASM(b) CLAMP(a) CLAMP(b)                  \
+    "strb " a ", [r9], #1\n\t"                                                   \
+    "strb " b ", [r10], #1\n\t"
+
+#define PAIRS_2X2_RUN(name, state, CLAMP)                                        \
+    static KILN_NOINLINE void name(const pairs_2x2_t *args)                      \
+    {                                                                            \
+        register const pairs_2x2_t *a_ __asm__("r0") = args;                     \
+        __asm__ volatile(                                                        \
+            "push {r1-r12, lr}\n\t"                                              \
+            "sub sp, sp, #48\n\t"                                                \
+            "ldm r0, {r1-r12}\n\t"                                               \
+            "adr lr, 1f\n\t"                                                     \
+            "add r9, r9, lr\n\t"                                                 \
+            "stm sp, {r1-r12}\n\t"                                               \
+            "mov r0, r12\n"                                                      \
+            "4:\n\t"                                                             \
+            "ldrd r2, r1, [sp, #24]\n\t"        /* bias, col */                  \
+            "ldrd r4, r6, [r2], #8\n\t"                                          \
+            "str r2, [sp, #24]\n\t"                                              \
+            "mov r5, r4\n\t"                                                     \
+            "mov r7, r6\n\t"                                                     \
+            "ldr pc, [sp, #32]\n\t"                                              \
+            ".p2align 2\n"                                                       \
+            "1:\n\t"                                                             \
+            PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM          \
+            PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM          \
+            PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM          \
+            PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM          \
+            PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM PAIRS_2X2_GROUP_ASM          \
+            PAIRS_2X2_GROUP_ASM                                                  \
+            "2:\n\t"                                                             \
+            ".if (2b - 1b) != 640\n\t"                                           \
+            ".error \"PAIRS_2X2_GROUP_ASM is not 40 bytes\"\n\t"                 \
+            ".endif\n\t"                                                         \
+            "ldr r2, [sp, #36]\n\t"                                              \
+            "cmp r1, r2\n\t"                                                     \
+            "bne 1b\n\t"                                                         \
+            "ldm sp, " state "\n\t"                                              \
+            PAIRS_2X2_OUT_ASM("r4", "r5", CLAMP)                                 \
+            PAIRS_2X2_OUT_ASM("r6", "r7", CLAMP)                                 \
+            "stm sp, {r8-r10}\n\t"                                               \
+            "ldr r2, [sp, #40]\n\t"                                              \
+            "cmp r0, r2\n\t"                                                     \
+            "bne 4b\n\t"                                                         \
+            "add sp, sp, #48\n\t"                                                \
+            "pop {r1-r12, lr}"                                                   \
+            : "+r"(a_)                                                           \
+            :                                                                    \
+            : "cc", "memory");  /* reads filter, column, bias, quant; writes out */ \
+    }
+PAIRS_2X2_RUN(pairs_2x2_full, "{r8-r11}", PAIRS_2X2_NO_CLAMP_ASM)
+PAIRS_2X2_RUN(pairs_2x2_clamp, "{r8-r12, lr}", PAIRS_2X2_CLAMP_ASM)
+#undef PAIRS_2X2_RUN
+#undef PAIRS_2X2_OUT_ASM
+#undef PAIRS_2X2_NO_CLAMP_ASM
+#undef PAIRS_2X2_CLAMP_ASM
+#undef PAIRS_2X2_REQ_ASM
+#undef PAIRS_2X2_GROUP_ASM
+#endif
+
 /* The last, unpaired channel, int16 filter: w holds (A, B) per group.
  * acc[0..1] = px0, px1. */
 static void dot_1x2(const uint32_t *w, const uint32_t *col, int32_t groups4, int32_t acc[2])
@@ -1027,15 +1264,31 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
     /* The int16-pair kernels' pair gathers: whole words of channels (pointwise
      * layers too) by rows of one output row, else by rows wherever a row is
      * two words or more (one word gains nothing from the pairing: KWS's first
-     * layer, 10x4 on one channel, ran 1.5% slower). */
-    const int pair_rows = kind == GEMM_4X2 && g.in_c % 4 == 0 && g.dil_w == 1;
-    const int pair_any = kind == GEMM_4X2 && !pair_rows && g.row4 > 4;
+     * layer, 10x4 on one channel, ran 1.5% slower), else a word a row. */
+    const int s16 = kind == GEMM_4X2 || kind == GEMM_2X2;
+    const int pair_rows = s16 && g.in_c % 4 == 0 && g.dil_w == 1;
+    const int pair_any = s16 && !pair_rows && g.row4 > 4;
+    const int pair_words = s16 && !pair_rows && g.row4 == 4 && g.dil_w == 1;
+#if defined(__ARM_FEATURE_DSP)
+    /* The 2x2 kernel's whole channel pairs in one asm call a pixel pair
+     * (pairs_2x2_full or _clamp), their frame filled once (out0 and out1 set
+     * per pixel pair). */
+    pairs_2x2_t run2 = {
+        .q = quant, .k = 2 * out_off + 1, .act_min = act_min, .act_max = act_max,
+        .bias = bias, .col = col,
+        .entry = 40u * ((16u - (uint32_t)g.groups4 % 16u) % 16u) + 1u,
+        .col_end = col + 4 * g.groups4, .w_end = packed + (size_t)(out_c / 2 * 2) * (size_t)words,
+        .w = packed,
+    };
+#endif
     for (int32_t p = 0; p < pixels; p += 2) {
         const int paired = p + 1 < pixels;
         if (pair_rows) {
             gather_pair_rows(&g, p, paired, pos, patch, col);
         } else if (pair_any) {
             gather_pair_any(&g, p, paired, pos, patch, col);
+        } else if (pair_words) {
+            gather_pair_words(&g, paired, pos, col);
         } else {
             gather_pair(&g, p, paired, pos, patch, col);
         }
@@ -1084,7 +1337,25 @@ static KILN_ALWAYS_INLINE void gemm_pixels(const gather_t *gp, const kiln_requan
             oc = out_c / 4 * 4;
             w += oc * words;
         }
-        for (; oc + 2 <= out_c; oc += 2) {      /* 4x2: at most one block of two */
+#if defined(__ARM_FEATURE_DSP)
+        if (kind == GEMM_2X2) {
+            if (out_c >= 2) {
+                run2.out0 = out0;
+                run2.out1 = out1;
+                if (full_range) {
+                    pairs_2x2_full(&run2);
+                } else {
+                    pairs_2x2_clamp(&run2);
+                }
+            }
+            oc = out_c / 2 * 2;
+            w += oc * words;
+        }
+        const int c_pairs = kind != GEMM_2X2;     /* pairs left to the C blocks */
+#else
+        const int c_pairs = 1;
+#endif
+        for (; c_pairs && oc + 2 <= out_c; oc += 2) {      /* 4x2: at most one block of two */
             if (kind == GEMM_W8) {
                 if (full_range) {
                     block_w8_full(&blk, w, bias + oc, quant + oc, out0 + oc, out1 + oc);
