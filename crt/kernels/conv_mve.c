@@ -218,6 +218,131 @@ static KILN_MVE_NOINLINE void conv_in_place(const geometry_t *gp, const kiln_mve
     }
 }
 
+/* conv_in_place for one group a pixel (C <= 16: VWW's 8 -> 16 layer): a block's four
+ * filter rows stay in registers and a pixel is one predicated load (nothing read past
+ * it) and four VMLADAVs, without kiln_mve_dot4's loop. */
+static KILN_MVE_NOINLINE void conv_in_place_short(const geometry_t *gp,
+                                                  const kiln_mve_quant4_t *quant,
+                                                  const int8_t *input, const int8_t *filter,
+                                                  int8_t *output)
+{
+    const geometry_t g = *gp;
+    const int32x4_t lo = vdupq_n_s32(g.act_min), hi = vdupq_n_s32(g.act_max);
+    const int32_t out_image = g.out_h * g.out_w * g.out_c;
+    const int32_t px_step = g.stride_w * g.in_c;
+    const int32_t row_step = g.stride_h * g.in_w * g.in_c;
+    const int one_row = row_step == g.out_w * px_step;
+    const int32_t rows = one_row ? 1 : g.out_h;
+    const int32_t cols = one_row ? g.out_h * g.out_w : g.out_w;
+    const mve_pred16_t tail = vctp8q((uint32_t)g.len);
+    for (int32_t b = 0; b < g.out_n; ++b, input += g.in_image, output += out_image) {
+        const int8_t *w = filter;
+        for (int32_t oc = 0; oc < g.out_c; oc += 4, w += 64) {
+            const kiln_mve_quant4_t *q = quant + oc / 4;
+            const int32x4_t bias = vldrwq_s32(q->bias), mult = vldrwq_s32(q->multiplier);
+            const int32x4_t left = vldrwq_s32(q->left_shift);
+            const int32x4_t neg_right = vldrwq_s32(q->neg_right_shift);
+            const mve_pred16_t lanes = vctp32q((uint32_t)(g.out_c - oc));
+            const int8x16_t w0 = vldrbq_s8(w), w1 = vldrbq_s8(w + 16);
+            const int8x16_t w2 = vldrbq_s8(w + 32), w3 = vldrbq_s8(w + 48);
+            int8_t *out = output + oc;
+            const int8_t *first = input;
+            for (int32_t oy = 0; oy < rows; ++oy, first += row_step) {
+                const int8_t *row = first;
+                for (int32_t ox = 0; ox < cols; ++ox, row += px_step, out += g.out_c) {
+                    const int8x16_t x = vldrbq_z_s8(row, tail);
+                    int32x4_t acc = vdupq_n_s32(vmladavq_s8(x, w0));
+                    acc = vsetq_lane_s32(vmladavq_s8(x, w1), acc, 1);
+                    acc = vsetq_lane_s32(vmladavq_s8(x, w2), acc, 2);
+                    acc = vsetq_lane_s32(vmladavq_s8(x, w3), acc, 3);
+                    const int32x4_t v = block_output(acc, bias, mult, left, neg_right,
+                                                     g.offset, lo, hi);
+                    vstrbq_p_s32(out, v, lanes);
+                }
+            }
+        }
+    }
+}
+
+/* One kernel row a group (KW * C <= 16: VWW's first layer, 3x3 on three channels, nine
+ * values a row), pixels outside: each window's runs are loaded once a block with a
+ * predicated load (nothing read past a run; the filter's zeros past len meet zeros), and
+ * a block of four channels is the four VMLADAVs a run, straight-line code: kiln_mve_dot4's
+ * loop and conv_rows' per-block geometry cost more than these few MACs. A window cut by
+ * padding is gathered once for every block. `kh` is a constant where it matters (3). */
+KILN_MVE_INLINE void conv_short(const geometry_t *gp, const kiln_mve_quant4_t *quant,
+                                const int8_t *input, const int8_t *filter, int8_t *output,
+                                int32_t kh)
+{
+    const geometry_t g = *gp;
+    const mve_pred16_t tail = vctp8q((uint32_t)g.len);
+    for (int32_t b = 0; b < g.out_n; ++b, input += g.in_image) {
+        for (int32_t oy = 0; oy < g.out_h; ++oy) {
+            const int32_t y0 = oy * g.stride_h - g.pad_h;
+            for (int32_t ox = 0; ox < g.out_w; ++ox, output += g.out_c) {
+                int32_t step;
+                const int8_t *row = window(&g, input, y0, ox * g.stride_w - g.pad_w, &step);
+                const int8_t *w = filter;
+                const kiln_mve_quant4_t *q = quant;
+                /* KH = 3: the window's three runs stay in registers for every block */
+                const int8x16_t x0 = vldrbq_z_s8(row, tail);
+                const int8x16_t x1 = kh == 3 ? vldrbq_z_s8(row + step, tail) : x0;
+                const int8x16_t x2 = kh == 3 ? vldrbq_z_s8(row + 2 * step, tail) : x0;
+                for (int32_t oc = 0; oc < g.out_c; oc += 4, ++q) {
+                    int32_t a0, a1, a2, a3;
+                    if (kh == 3) {
+                        a0 = vmladavq_s8(x0, vldrbq_s8(w));
+                        a1 = vmladavq_s8(x0, vldrbq_s8(w + 16));
+                        a2 = vmladavq_s8(x0, vldrbq_s8(w + 32));
+                        a3 = vmladavq_s8(x0, vldrbq_s8(w + 48));
+                        a0 = vmladavaq_s8(a0, x1, vldrbq_s8(w + 64));
+                        a1 = vmladavaq_s8(a1, x1, vldrbq_s8(w + 80));
+                        a2 = vmladavaq_s8(a2, x1, vldrbq_s8(w + 96));
+                        a3 = vmladavaq_s8(a3, x1, vldrbq_s8(w + 112));
+                        a0 = vmladavaq_s8(a0, x2, vldrbq_s8(w + 128));
+                        a1 = vmladavaq_s8(a1, x2, vldrbq_s8(w + 144));
+                        a2 = vmladavaq_s8(a2, x2, vldrbq_s8(w + 160));
+                        a3 = vmladavaq_s8(a3, x2, vldrbq_s8(w + 176));
+                        w += 192;
+                    } else {
+                        a0 = a1 = a2 = a3 = 0;
+                        const int8_t *x = row;
+                        for (int32_t r = 0; r < kh; ++r, x += step, w += 64) {
+                            const int8x16_t v = vldrbq_z_s8(x, tail);
+                            a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
+                            a1 = vmladavaq_s8(a1, v, vldrbq_s8(w + 16));
+                            a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
+                            a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
+                        }
+                    }
+                    int32x4_t acc = vdupq_n_s32(a0);
+                    acc = vsetq_lane_s32(a1, acc, 1);
+                    acc = vsetq_lane_s32(a2, acc, 2);
+                    acc = vsetq_lane_s32(a3, acc, 3);
+                    vstrbq_p_s32(output + oc,
+                                 kiln_mve_output4(acc, q, g.offset, g.act_min, g.act_max),
+                                 vctp32q((uint32_t)(g.out_c - oc)));
+                }
+            }
+        }
+    }
+}
+
+static KILN_MVE_NOINLINE void conv_short3(const geometry_t *g, const kiln_mve_quant4_t *quant,
+                                          const int8_t *input, const int8_t *filter,
+                                          int8_t *output)
+{
+    conv_short(g, quant, input, filter, output, 3);
+}
+
+static KILN_MVE_NOINLINE void conv_short_any(const geometry_t *g,
+                                             const kiln_mve_quant4_t *quant,
+                                             const int8_t *input, const int8_t *filter,
+                                             int8_t *output)
+{
+    conv_short(g, quant, input, filter, output, g->runs);
+}
+
 /* Pixels outside, channel blocks inside: each window gathered once (compact). */
 static KILN_MVE_NOINLINE void conv_pixels(const geometry_t *gp, const kiln_mve_quant4_t *quant,
                                           const int8_t *input, const int8_t *filter,
@@ -302,10 +427,16 @@ static kiln_status_t conv2d(const kiln_context_t *ctx, const kiln_conv_params_t 
                           g.last_x < (output_dims->w - 1) * params->stride.w)) {
         return KILN_ERR_ARG;        /* a window beyond an unpadded input */
     }
-    if (g.runs == 1 && g.col == NULL) {
+    if (g.runs == 1 && g.col == NULL && g.len <= 16) {
+        conv_in_place_short(&g, quant, input, filter, output);
+    } else if (g.runs == 1 && g.col == NULL) {
         conv_in_place(&g, quant, input, filter, output);
     } else if (compact) {
         conv_pixels(&g, quant, input, filter, output);
+    } else if (g.len <= 16 && g.runs == 3) {
+        conv_short3(&g, quant, input, filter, output);
+    } else if (g.len <= 16) {
+        conv_short_any(&g, quant, input, filter, output);
     } else if (g.runs == 1) {
         conv_rows_one(&g, quant, input, filter, output);
     } else {
