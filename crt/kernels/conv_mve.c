@@ -347,10 +347,7 @@ KILN_MVE_INLINE void conv_short(const geometry_t *gp, const kiln_mve_quant4_t *q
                             a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
                             a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
                         }
-                        acc = vdupq_n_s32(a0);
-                        acc = vsetq_lane_s32(a1, acc, 1);
-                        acc = vsetq_lane_s32(a2, acc, 2);
-                        acc = vsetq_lane_s32(a3, acc, 3);
+                        acc = kiln_mve_lanes4(a0, a1, a2, a3);
                     }
                     vstrbq_p_s32(output + oc,
                                  kiln_mve_output4(acc, q, g.offset, g.act_min, g.act_max),
