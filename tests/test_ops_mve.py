@@ -300,6 +300,17 @@ def _mve_cases() -> list:
         cases.append(conv_case(rng, n + i, cin=cin, cout=cout, kh=k, kw=k, sh=s, sw=s,
                                dh=dil, dw=dil, padding=pad, groups=1, h=9, w=8))
     n = len(cases)
+    # kernel rows of at most 16 values (conv_short, conv_in_place_short): 1x1 on 8 and 16
+    # channels, stride 2 (rows apart), 3x3 on 3-5 channels with padding on both sides and
+    # after only, 4x4 and 2x5 filters, clamps; odd widths and channel counts not of 4
+    for i, (cin, cout, kh, kw, s, pad, w, act) in enumerate([
+            (8, 16, 1, 1, 1, "VALID", 7, "RELU6"), (8, 6, 1, 1, 2, "VALID", 9, "NONE"),
+            (16, 5, 1, 1, 1, "VALID", 5, "RELU"), (3, 8, 3, 3, 2, "SAME", 11, "RELU6"),
+            (4, 7, 3, 3, 1, "SAME", 5, "NONE"), (5, 9, 3, 3, 2, "VALID", 9, "RELU"),
+            (2, 5, 4, 4, 1, "SAME", 7, "RELU6"), (3, 4, 2, 5, 1, "SAME", 6, "NONE")]):
+        cases.append(conv_case(rng, n + i, cin=cin, cout=cout, kh=kh, kw=kw, sh=s, sw=s,
+                               dh=1, dw=1, padding=pad, groups=1, h=7, w=w, act=act))
+    n = len(cases)
     cases += [fc_case(rng, n, depth=16, units=4), fc_case(rng, n + 1, depth=33, units=7),
               fc_case(rng, n + 2, depth=5, units=1, batches=3),
               fc_case(rng, n + 3, depth=40, units=9, per_channel=False, w_zp=7),

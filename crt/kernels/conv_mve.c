@@ -218,6 +218,161 @@ static KILN_MVE_NOINLINE void conv_in_place(const geometry_t *gp, const kiln_mve
     }
 }
 
+/* A block of four channels times one group x (a pixel of C <= 16 values), the four
+ * filter groups at w: the sums moved into lanes 0-3 two at a time, as dot4_x3. */
+KILN_MVE_INLINE int32x4_t dot4_x1(int8x16_t x, const int8_t *w)
+{
+    int32_t a0, a1, a2, a3;
+    int32x4_t acc;
+    __asm__("vldrb.8 q0, [%[w]]\n\t"
+            "vmladav.s8 %[a0], %q[x], q0\n\t"
+            "vldrb.8 q0, [%[w], #16]\n\t"
+            "vmladav.s8 %[a1], %q[x], q0\n\t"
+            "vldrb.8 q0, [%[w], #32]\n\t"
+            "vmladav.s8 %[a2], %q[x], q0\n\t"
+            "vldrb.8 q0, [%[w], #48]\n\t"
+            "vmladav.s8 %[a3], %q[x], q0\n\t"
+            "vmov %q[acc][2], %q[acc][0], %[a0], %[a2]\n\t"
+            "vmov %q[acc][3], %q[acc][1], %[a1], %[a3]\n"
+            : [acc] "=w"(acc), [a0] "=&Te"(a0), [a1] "=&Te"(a1), [a2] "=&Te"(a2),
+              [a3] "=&Te"(a3)
+            : [x] "w"(x), [w] "r"(w), "m"(*(const int8_t(*)[64])w)
+            : "q0");
+    return acc;
+}
+
+/* conv_in_place for one group a pixel (C <= 16: VWW's 8 -> 16 layer): a pixel is one
+ * predicated load (nothing read past it) and dot4_x1, without kiln_mve_dot4's loop. */
+static KILN_MVE_NOINLINE void conv_in_place_short(const geometry_t *gp,
+                                                  const kiln_mve_quant4_t *quant,
+                                                  const int8_t *input, const int8_t *filter,
+                                                  int8_t *output)
+{
+    const geometry_t g = *gp;
+    const int32x4_t lo = vdupq_n_s32(g.act_min), hi = vdupq_n_s32(g.act_max);
+    const int32_t out_image = g.out_h * g.out_w * g.out_c;
+    const int32_t px_step = g.stride_w * g.in_c;
+    const int32_t row_step = g.stride_h * g.in_w * g.in_c;
+    const int one_row = row_step == g.out_w * px_step;
+    const int32_t rows = one_row ? 1 : g.out_h;
+    const int32_t cols = one_row ? g.out_h * g.out_w : g.out_w;
+    const mve_pred16_t tail = vctp8q((uint32_t)g.len);
+    for (int32_t b = 0; b < g.out_n; ++b, input += g.in_image, output += out_image) {
+        const int8_t *w = filter;
+        for (int32_t oc = 0; oc < g.out_c; oc += 4, w += 64) {
+            const kiln_mve_quant4_t *q = quant + oc / 4;
+            const int32x4_t bias = vldrwq_s32(q->bias), mult = vldrwq_s32(q->multiplier);
+            const int32x4_t left = vldrwq_s32(q->left_shift);
+            const int32x4_t neg_right = vldrwq_s32(q->neg_right_shift);
+            const mve_pred16_t lanes = vctp32q((uint32_t)(g.out_c - oc));
+            int8_t *out = output + oc;
+            const int8_t *first = input;
+            for (int32_t oy = 0; oy < rows; ++oy, first += row_step) {
+                const int8_t *row = first;
+                for (int32_t ox = 0; ox < cols; ++ox, row += px_step, out += g.out_c) {
+                    const int32x4_t v = block_output(dot4_x1(vldrbq_z_s8(row, tail), w), bias,
+                                                     mult, left, neg_right, g.offset, lo, hi);
+                    vstrbq_p_s32(out, v, lanes);
+                }
+            }
+        }
+    }
+}
+
+/* A block of four channels times a window of three runs of one group each, the runs
+ * in registers: the twelve filter groups loaded with post-increment (*w moves on by
+ * 192) and the sums moved into lanes 0-3 two at a time (GCC 12 spends four moves):
+ * "VMOV Qd[2], Qd[0], Rt, Rt2" writes Rt into lane 0 and Rt2 into lane 2 (Rt is the
+ * encoding's low-lane register; test_ops_mve's conv cases catch a swap). Accumulators
+ * are even registers ("Te"). Overflow as kiln_mve_dot4. */
+KILN_MVE_INLINE int32x4_t dot4_x3(int8x16_t x0, int8x16_t x1, int8x16_t x2, const int8_t **wp)
+{
+    const int8_t *w = *wp;
+    int32_t a0, a1, a2, a3;
+    int32x4_t acc;
+#define KILN_DOT_GROUP(OP, A, X) \
+    "vldrb.8 q0, [%[w]], #16\n\t" OP " %[" A "], %q[" X "], q0\n\t"
+    __asm__("" KILN_DOT_GROUP("vmladav.s8", "a0", "x0") KILN_DOT_GROUP("vmladav.s8", "a1", "x0")
+            KILN_DOT_GROUP("vmladav.s8", "a2", "x0") KILN_DOT_GROUP("vmladav.s8", "a3", "x0")
+            KILN_DOT_GROUP("vmladava.s8", "a0", "x1") KILN_DOT_GROUP("vmladava.s8", "a1", "x1")
+            KILN_DOT_GROUP("vmladava.s8", "a2", "x1") KILN_DOT_GROUP("vmladava.s8", "a3", "x1")
+            KILN_DOT_GROUP("vmladava.s8", "a0", "x2") KILN_DOT_GROUP("vmladava.s8", "a1", "x2")
+            KILN_DOT_GROUP("vmladava.s8", "a2", "x2") KILN_DOT_GROUP("vmladava.s8", "a3", "x2")
+            "vmov %q[acc][2], %q[acc][0], %[a0], %[a2]\n\t"
+            "vmov %q[acc][3], %q[acc][1], %[a1], %[a3]\n"
+            : [acc] "=w"(acc), [a0] "=&Te"(a0), [a1] "=&Te"(a1), [a2] "=&Te"(a2),
+              [a3] "=&Te"(a3), [w] "+r"(w)
+            : [x0] "w"(x0), [x1] "w"(x1), [x2] "w"(x2), "m"(*(const int8_t(*)[192])w)
+            : "q0");
+#undef KILN_DOT_GROUP
+    *wp = w;
+    return acc;
+}
+
+/* One kernel row a group (KW * C <= 16: VWW's first layer, 3x3 on three channels, nine
+ * values a row), pixels outside: each window's runs are loaded once a block with a
+ * predicated load (nothing read past a run; the filter's zeros past len meet zeros), and
+ * a block of four channels is the four VMLADAVs a run, straight-line code: kiln_mve_dot4's
+ * loop and conv_rows' per-block geometry cost more than these few MACs. A window cut by
+ * padding is gathered once for every block. `kh` is a constant where it matters (3). */
+KILN_MVE_INLINE void conv_short(const geometry_t *gp, const kiln_mve_quant4_t *quant,
+                                const int8_t *input, const int8_t *filter, int8_t *output,
+                                int32_t kh)
+{
+    const geometry_t g = *gp;
+    const mve_pred16_t tail = vctp8q((uint32_t)g.len);
+    for (int32_t b = 0; b < g.out_n; ++b, input += g.in_image) {
+        for (int32_t oy = 0; oy < g.out_h; ++oy) {
+            const int32_t y0 = oy * g.stride_h - g.pad_h;
+            for (int32_t ox = 0; ox < g.out_w; ++ox, output += g.out_c) {
+                int32_t step;
+                const int8_t *row = window(&g, input, y0, ox * g.stride_w - g.pad_w, &step);
+                const int8_t *w = filter;
+                const kiln_mve_quant4_t *q = quant;
+                /* KH = 3: the window's three runs stay in registers for every block */
+                const int8x16_t x0 = vldrbq_z_s8(row, tail);
+                const int8x16_t x1 = kh == 3 ? vldrbq_z_s8(row + step, tail) : x0;
+                const int8x16_t x2 = kh == 3 ? vldrbq_z_s8(row + 2 * step, tail) : x0;
+                for (int32_t oc = 0; oc < g.out_c; oc += 4, ++q) {
+                    int32x4_t acc;
+                    if (kh == 3) {
+                        acc = dot4_x3(x0, x1, x2, &w);
+                    } else {
+                        int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                        const int8_t *x = row;
+                        for (int32_t r = 0; r < kh; ++r, x += step, w += 64) {
+                            const int8x16_t v = vldrbq_z_s8(x, tail);
+                            a0 = vmladavaq_s8(a0, v, vldrbq_s8(w));
+                            a1 = vmladavaq_s8(a1, v, vldrbq_s8(w + 16));
+                            a2 = vmladavaq_s8(a2, v, vldrbq_s8(w + 32));
+                            a3 = vmladavaq_s8(a3, v, vldrbq_s8(w + 48));
+                        }
+                        acc = kiln_mve_lanes4(a0, a1, a2, a3);
+                    }
+                    vstrbq_p_s32(output + oc,
+                                 kiln_mve_output4(acc, q, g.offset, g.act_min, g.act_max),
+                                 vctp32q((uint32_t)(g.out_c - oc)));
+                }
+            }
+        }
+    }
+}
+
+static KILN_MVE_NOINLINE void conv_short3(const geometry_t *g, const kiln_mve_quant4_t *quant,
+                                          const int8_t *input, const int8_t *filter,
+                                          int8_t *output)
+{
+    conv_short(g, quant, input, filter, output, 3);
+}
+
+static KILN_MVE_NOINLINE void conv_short_any(const geometry_t *g,
+                                             const kiln_mve_quant4_t *quant,
+                                             const int8_t *input, const int8_t *filter,
+                                             int8_t *output)
+{
+    conv_short(g, quant, input, filter, output, g->runs);
+}
+
 /* Pixels outside, channel blocks inside: each window gathered once (compact). */
 static KILN_MVE_NOINLINE void conv_pixels(const geometry_t *gp, const kiln_mve_quant4_t *quant,
                                           const int8_t *input, const int8_t *filter,
@@ -302,10 +457,16 @@ static kiln_status_t conv2d(const kiln_context_t *ctx, const kiln_conv_params_t 
                           g.last_x < (output_dims->w - 1) * params->stride.w)) {
         return KILN_ERR_ARG;        /* a window beyond an unpadded input */
     }
-    if (g.runs == 1 && g.col == NULL) {
+    if (g.runs == 1 && g.col == NULL && g.len <= 16) {
+        conv_in_place_short(&g, quant, input, filter, output);
+    } else if (g.runs == 1 && g.col == NULL) {
         conv_in_place(&g, quant, input, filter, output);
     } else if (compact) {
         conv_pixels(&g, quant, input, filter, output);
+    } else if (g.len <= 16 && g.runs == 3) {
+        conv_short3(&g, quant, input, filter, output);
+    } else if (g.len <= 16) {
+        conv_short_any(&g, quant, input, filter, output);
     } else if (g.runs == 1) {
         conv_rows_one(&g, quant, input, filter, output);
     } else {

@@ -62,6 +62,20 @@ KILN_MVE_INLINE int32x4_t kiln_mve_output4(int32x4_t acc, const kiln_mve_quant4_
     return vminq_s32(vmaxq_s32(v, vdupq_n_s32(act_min)), vdupq_n_s32(act_max));
 }
 
+/* Four int32 sums into lanes 0-3 by two dual-lane moves, where GCC 12 spends a VDUP
+ * and three lane moves: "VMOV Qd[2], Qd[0], Rt, Rt2" writes Rt into lane 0 and Rt2
+ * into lane 2 (Rt is the encoding's low-lane register; the MVE conv and FC tests on
+ * QEMU catch a swap). */
+KILN_MVE_INLINE int32x4_t kiln_mve_lanes4(int32_t a0, int32_t a1, int32_t a2, int32_t a3)
+{
+    int32x4_t v;
+    __asm__("vmov %q[v][2], %q[v][0], %[a0], %[a2]\n\t"
+            "vmov %q[v][3], %q[v][1], %[a1], %[a3]"
+            : [v] "=w"(v)
+            : [a0] "r"(a0), [a1] "r"(a1), [a2] "r"(a2), [a3] "r"(a3));
+    return v;
+}
+
 /*
  * A receptive field times a block of four packed filter rows: the four dot
  * products as lanes 0-3. The field is `runs` runs of `len` int8 values, run r
@@ -111,10 +125,7 @@ KILN_MVE_INLINE int32x4_t kiln_mve_dot4(const int8_t *row, int32_t step, int32_t
             w += 64;
         }
     }
-    int32x4_t acc = vdupq_n_s32(a0);
-    acc = vsetq_lane_s32(a1, acc, 1);
-    acc = vsetq_lane_s32(a2, acc, 2);
-    return vsetq_lane_s32(a3, acc, 3);
+    return kiln_mve_lanes4(a0, a1, a2, a3);
 }
 
 /* The sum of a row of k int8 values (FULLY_CONNECTED's filter_offset term);

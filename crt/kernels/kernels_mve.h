@@ -42,7 +42,9 @@ typedef struct {
  * int8 values (a window inside the input, with dilation 1 along the width, is
  * read in place; others are gathered into scratch, padding as the input zero
  * point), times four filter rows at once with VMLADAVA.S8 (16 MACs an
- * instruction).
+ * instruction). Kernel rows of at most 16 values (first layers on 3 channels,
+ * 1x1 on C <= 16) take straight-line paths: a window's runs loaded once a
+ * pixel, one group a run.
  *   filter  packed from OHWI: per block of four output channels (C_out
  *           rounded up to 4, padding channels zero), per kernel row, per group
  *           of 16 k (R rounded up to 16, zeros past R), the 16 bytes of each of
