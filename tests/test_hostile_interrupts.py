@@ -140,8 +140,20 @@ def test_ctrl_c_while_kiln_starts_is_one_line_and_exit_130(tmp_path, add_model, 
     # `run` on an empty cache builds the kernel library (seconds of gcc): kiln is surely
     # still running at every delay, even on an idle machine where compile alone ends
     # in 0.2 s and a late signal lands in Python's own shutdown.
-    proc = _start(["run", str(add_model)], _env(tmp_path / "cache", tmp_path), tmp_path)
-    code, _, err, _ = _ctrl_c(proc, python_start_s + after_s)
+    # A load spike can stretch Python's own start-up past the calibrated delay, so the
+    # signal lands before any line of kiln ran (out of kiln's reach; the sweep's
+    # "python-start"): then again, later, up to three times.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from ctrl_c_sweep import before_kiln_code
+
+    delay = python_start_s + after_s
+    for attempt in range(3):
+        proc = _start(["run", str(add_model)], _env(tmp_path / f"cache{attempt}", tmp_path),
+                      tmp_path)
+        code, _, err, _ = _ctrl_c(proc, delay)
+        if not before_kiln_code(err):
+            break
+        delay *= 2
     _assert_clean_interrupt(code, err)
     assert code == 130                  # kiln's code was running: it reports the interrupt
 

@@ -194,8 +194,8 @@ def _conv_cases(seed: int) -> list[Case]:
         conv_case(rng, 202, n=1, kh=1, kw=1, sh=1, sw=1, groups=1, cin=4, cout=12, h=7, w=3),
         conv_case(rng, 203, n=1, kh=1, kw=1, sh=2, sw=2, groups=1, cin=5, cout=7, h=9, w=8),
         conv_case(rng, 204, n=1, kh=3, kw=3, sh=2, sw=2, dh=1, dw=1, padding="SAME", h=12, w=11),
-        dwconv_case(rng, 205, n=1, bias=True, kh=3, kw=3, mult=1, cin=8, dh=1, dw=1, h=9, w=7,
-                    sh=1, sw=1, padding="SAME"),                     # the 3x3 SIMD variant
+        dwconv_case(rng, 205, n=1, bias=True, kh=3, kw=3, mult=1, cin=8, dh=1, dw=1, h=9, w=2,
+                    sh=1, sw=1, padding="SAME"),   # the 3x3 SIMD variant (rows of two: not planes)
         dwconv_case(rng, 206, n=1, bias=True, kh=3, kw=3, mult=1, cin=12, dh=1, dw=1, h=10,
                     w=6, sh=2, sw=2, padding="SAME"),
     ]
