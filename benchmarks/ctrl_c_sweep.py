@@ -51,6 +51,7 @@ from typing import Callable
 from _common import models_root
 
 from kiln.compiler.fsutil import STAGING_PREFIX
+from kiln.compiler.outdir import LOCK_FILE
 from kiln.compiler.processes import group_members
 
 KILN = str(Path(sys.executable).with_name("kiln"))
@@ -64,13 +65,15 @@ def digits(name: str) -> Path:
 
 def snapshot(path: Path) -> dict[str, str] | None:
     """relative path → sha256 of every file under `path` (a file or a folder), None if
-    absent. Build products of a cached project are not compared (timestamps)."""
+    absent. Build products of a cached project are not compared (timestamps); nor is a
+    project's lock file (`create --force` locks the old project before replacing it, so
+    an interrupt may leave the old one with its .kiln-lock: kiln's own, never listed)."""
     if not path.exists():
         return None
     if path.is_file():
         return {"": hashlib.sha256(path.read_bytes()).hexdigest()}
     return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+            for p in sorted(path.rglob("*")) if p.is_file() and p.name != LOCK_FILE}
 
 
 def env_for(trial: Path) -> dict[str, str]:
