@@ -281,11 +281,40 @@ TINY_NAKED static void tiny_s2(TINY_ARG const int8_t *in, TINY_ARG int8_t *out,
 static inline int32_t tiny_lane0(uint32_t x) { return (int32_t)(int16_t)(uint16_t)x; }
 static inline int32_t tiny_lane1(uint32_t x) { return (int32_t)(int16_t)(uint16_t)(x >> 16); }
 
-/* What the C path needs of the layer. */
+/* An output pixel's taps in the image: filter rows [ky0, ky1), columns [kx0, kx1),
+ * the input pixel of tap (ky0, kx0) at `at` (in pixels). */
 typedef struct {
-    int32_t in_h, in_w, in_c, stride_h, stride_w, pad_h, pad_w, input_offset;
-    int32_t act_min, act_max;
+    int32_t ky0, ky1, kx0, kx1, at;
+} tiny_window_t;
+
+/* What the C path needs of the layer: the nine output pixels' windows. */
+typedef struct {
+    tiny_window_t win[9];
+    int32_t in_w, in_c, input_offset, act_min, act_max;
 } tiny_layer_t;
+
+/* [k0, k1): the taps k of a window starting at input index `origin` that land in
+ * [0, size). */
+static void tiny_range(int32_t origin, int32_t size, int32_t *k0, int32_t *k1)
+{
+    *k0 = origin < 0 ? -origin : 0;
+    *k1 = size - origin < 3 ? size - origin : 3;
+    *k1 = *k1 > *k0 ? *k1 : *k0;
+}
+
+static void tiny_windows(tiny_layer_t *g, const kiln_conv_params_t *p, int32_t in_h)
+{
+    for (int32_t i = 0; i < 9; ++i) {
+        tiny_window_t *v = &g->win[i];
+        const int32_t y = (i / 3) * p->stride.h - p->padding.h;
+        const int32_t x = (i % 3) * p->stride.w - p->padding.w;
+        tiny_range(y, in_h, &v->ky0, &v->ky1);
+        tiny_range(x, g->in_w, &v->kx0, &v->kx1);
+        /* (an empty window, all padding, reads nothing: `at` stays in the image) */
+        const int empty = v->ky1 == v->ky0 || v->kx1 == v->kx0;
+        v->at = empty ? 0 : (y + v->ky0) * g->in_w + x + v->kx0;
+    }
+}
 
 /* One channel's nine outputs in C, any geometry: each output's taps that lie in the
  * image (TFLite's reference skips the others), the weights from the record's
@@ -304,25 +333,18 @@ static KILN_ALWAYS_INLINE void channel_c(const tiny_layer_t *g, const int8_t *in
     const int32_t k = (int32_t)ch->rsk >> 8;
     const int32_t m2 = (int32_t)ch->multiplier2;
     const size_t step = (size_t)g->in_c;
-    for (int32_t oy = 0; oy < 3; ++oy) {
-        for (int32_t ox = 0; ox < 3; ++ox, out += step) {
-            int32_t acc = ch->bias;
-            for (int32_t ky = 0; ky < 3; ++ky) {
-                const int32_t iy = oy * g->stride_h - g->pad_h + ky;
-                if (iy < 0 || iy >= g->in_h) {
-                    continue;
-                }
-                for (int32_t kx = 0; kx < 3; ++kx) {
-                    const int32_t ix = ox * g->stride_w - g->pad_w + kx;
-                    if (ix < 0 || ix >= g->in_w) {
-                        continue;
-                    }
-                    const int32_t x = in[((size_t)iy * (size_t)g->in_w + (size_t)ix) * step];
-                    acc += w[ky][kx] * (x + g->input_offset);
-                }
+    const size_t row_step = (size_t)g->in_w * step;
+    for (int32_t i = 0; i < 9; ++i, out += step) {
+        const tiny_window_t *v = &g->win[i];
+        const int8_t *row = in + (size_t)v->at * step;
+        int32_t acc = ch->bias;
+        for (int32_t ky = v->ky0; ky < v->ky1; ++ky, row += row_step) {
+            const int8_t *px = row;
+            for (int32_t kx = v->kx0; kx < v->kx1; ++kx, px += step) {
+                acc += w[ky][kx] * (*px + g->input_offset);
             }
-            *out = kiln_dw_output(acc, m2, right_shift, k, g->act_min, g->act_max, full_range);
         }
+        *out = kiln_dw_output(acc, m2, right_shift, k, g->act_min, g->act_max, full_range);
     }
 }
 
@@ -362,10 +384,8 @@ kiln_status_t kiln_dwconv2d_3x3_tiny_s8(const kiln_context_t *ctx,
     }
     const kiln_conv_params_t *p = &params->conv;
     const int32_t in_c = input_dims->c;
-    const tiny_layer_t g = {
-        .in_h = input_dims->h, .in_w = input_dims->w, .in_c = in_c,
-        .stride_h = p->stride.h, .stride_w = p->stride.w,
-        .pad_h = p->padding.h, .pad_w = p->padding.w, .input_offset = p->input_offset,
+    tiny_layer_t g = {
+        .in_w = input_dims->w, .in_c = in_c, .input_offset = p->input_offset,
         .act_min = p->activation.min, .act_max = p->activation.max,
     };
     const int full_range = p->activation.min == -128 && p->activation.max == 127;
@@ -386,6 +406,9 @@ kiln_status_t kiln_dwconv2d_3x3_tiny_s8(const kiln_context_t *ctx,
         c0 = in_c / 4 * 4;
     }
 #endif
+    if (c0 < in_c) {
+        tiny_windows(&g, p, input_dims->h);
+    }
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
