@@ -40,7 +40,7 @@
  */
 #include "conv_dsp.h"
 
-/* Words of scratch a block of four channels needs: S2's six input rows of three
+/* Bytes of scratch a block of four channels needs: S2's six input rows of three
  * pairs (S1 takes three rows of two). */
 #define TINY_SCRATCH_BYTES (6 * 3 * 4 * 4)
 
