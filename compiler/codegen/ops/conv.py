@@ -270,8 +270,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # 3x3 output maps, only the taps in the image (dwconv_3x3_tiny.c): leads
                 # where its straight-line assembly runs (DSP cores, full-range output,
                 # C >= 4: 3x3 -> 3x3 at stride 1 and 6x6 -> 3x3 at stride 2, SAME): on
-                # QEMU mps2-an386 VWW's 3x3x32 1.65 instructions/MAC (planes 2.76), its
-                # 3x3x28 stride 2 2.27 (planes 3.64). Its C path comes last: on
+                # QEMU mps2-an386 VWW's 3x3x32 1.64 instructions/MAC (planes 2.76), its
+                # 3x3x28 stride 2 2.26 (planes 3.64). Its C path comes last: on
                 # mps2-an385 about twice the 3x3 kernel's instructions on those layers.
                 lead = target.dsp and not shape.clamped and fc >= 4 and _dw_tiny_asm(shape)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_tiny"})
