@@ -320,20 +320,21 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
 }
 
 /*
- * Stride 2, rows of six or twelve outputs (VWW's 6x6 and 12x12 stride-2 layers): six
+ * Stride 2 both ways, rows of six or twelve outputs (VWW's 6x6 and 12x12 stride-2
+ * layers): six
  * pixels a time, their sums in six registers (r5, r6, r9, r10, r11, lr), a filter
  * row's seven plane words read two at a time (LDRD into r2-r4) and its weights
  * ((w0, w1), (w1, w2): one LDRD from the frame) per filter row: pixel i
  * SMLAD(word i, (w0, w1)) + SMLABT(word i + 1, (w1, w2)). Per six pixels 91
  * instructions (one LDM of six biases, 3 x 17 a filter row, one LDM of the
  * requantization constants and C, 2C, 3C, 30 to requantize, eight to store), against
- * 105 as three pairs. Arguments: p, out, rec as the blocks', args = {n, C, output
- * bytes, bytes p moves from an output row to the next}; p stays at a row's first
- * word inside the row.
+ * 105 as three pairs; four more a row. Arguments: p, out, rec as the blocks', args =
+ * {n, C, output bytes}; p moves two plane rows (512 bytes) an output row, by the
+ * writeback of a load.
  *
  * Stack frame (96 bytes under the saved registers): [0..20] the bias six times,
  * [24..44] the weights of filter rows 0..2, and from r12 = sp + 48: [0] multiplier2,
- * [4] rsk, [8] C, [12] 2 C, [16] 3 C, [20] bytes p moves a row, [24] out_end, [28]
+ * [4] rsk, [8] C, [12] 2 C, [16] 3 C, [20] unused, [24] out_end, [28]
  * p of the next channel, [32] out of the next channel, [36] its record, [40]
  * channels left, [44] output bytes.
  */
@@ -343,13 +344,12 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
     "add r12, sp, #48\n\t"                                                       \
     "strd r0, r1, [r12, #28]\n\t"                                                \
     "str r2, [r12, #36]\n\t"                                                     \
-    "ldm r3, {r4-r7}\n\t"                 /* n, C, output bytes, row step */     \
+    "ldm r3, {r4-r6}\n\t"                 /* n, C, output bytes */               \
     "str r4, [r12, #40]\n\t"                                                     \
     "str r5, [r12, #8]\n\t"                                                      \
     "lsl r8, r5, #1\n\t"                                                         \
     "add r9, r5, r5, lsl #1\n\t"                                                 \
     "strd r8, r9, [r12, #12]\n\t"                                                \
-    "str r7, [r12, #20]\n\t"                                                     \
     "str r6, [r12, #44]\n\t"                                                     \
     "1:\n\t"                              /* a channel */                        \
     "ldr r3, [r12, #36]\n\t"                                                     \
@@ -370,24 +370,27 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
     "str r3, [r12, #24]\n\t"                                                     \
     "2:\n\t"                              /* an output row */
 
-/* Filter row t of the six pixels from word o / 4 of the row. */
-#define HEX_TAPS(t, o)                                                           \
+/* Filter row t of the six pixels: its word 0 at r0 + b bytes, words 0 and 1 loaded
+ * by load0 (which moves p to the next output row in the first six's filter row 2:
+ * p stays at a row's word 0 until then). Word 6 by LDRD too (its twin, word 7 of the
+ * 16-word row, unused), which takes the second six's negative offsets. */
+#define HEX_TAPS(t, b, load0)                                                    \
     "ldrd r7, r8, [sp, #(24 + 8 * " #t ")]\n\t"                                   \
-    "ldrd r2, r3, [r0, #(256 * " #t " + " #o ")]\n\t"                             \
+    load0                                                                        \
     "smlad r5, r2, r7, r5\n\t"                                                   \
     "smlabt r5, r3, r8, r5\n\t"                                                  \
     "smlad r6, r3, r7, r6\n\t"                                                   \
-    "ldrd r2, r4, [r0, #(256 * " #t " + " #o " + 8)]\n\t"                         \
+    "ldrd r2, r4, [r0, #(" b " + 8)]\n\t"                                         \
     "smlabt r6, r2, r8, r6\n\t"                                                  \
     "smlad r9, r2, r7, r9\n\t"                                                   \
     "smlabt r9, r4, r8, r9\n\t"                                                  \
     "smlad r10, r4, r7, r10\n\t"                                                 \
-    "ldrd r2, r3, [r0, #(256 * " #t " + " #o " + 16)]\n\t"                        \
+    "ldrd r2, r3, [r0, #(" b " + 16)]\n\t"                                        \
     "smlabt r10, r2, r8, r10\n\t"                                                \
     "smlad r11, r2, r7, r11\n\t"                                                 \
     "smlabt r11, r3, r8, r11\n\t"                                                \
     "smlad lr, r3, r7, lr\n\t"                                                   \
-    "ldr r2, [r0, #(256 * " #t " + " #o " + 24)]\n\t"                             \
+    "ldrd r2, r3, [r0, #(" b " + 24)]\n\t"                                        \
     "smlabt lr, r2, r8, lr\n\t"
 
 #define HEX_RQ(x)                                                                \
@@ -397,11 +400,11 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
     "add " x ", " x ", r3, asr #8\n\t"                                            \
     "ssat " x ", #8, " x ", asr #1\n\t"
 
-/* Six pixels from word o / 4 of the row: sums, requantization (kiln_dw_output, as
+/* Six pixels: sums (the filter rows as taps), requantization (kiln_dw_output, as
  * PLANES_REQUANT_PAIR), stores; out past them. */
-#define HEX_SIX(o)                                                               \
+#define HEX_SIX(taps)                                                            \
     "ldm sp, {r5, r6, r9, r10, r11, lr}\n\t"                                     \
-    HEX_TAPS(0, o) HEX_TAPS(1, o) HEX_TAPS(2, o)                                 \
+    taps                                                                         \
     "ldm r12, {r2-r4, r7, r8}\n\t"        /* multiplier2, rsk, C, 2C, 3C */       \
     HEX_RQ("r5") HEX_RQ("r6") HEX_RQ("r9") HEX_RQ("r10") HEX_RQ("r11")         \
     HEX_RQ("lr")                                                                 \
@@ -414,10 +417,20 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
     "strb lr, [r1, r4]\n\t"                                                      \
     "add r1, r1, r4, lsl #1\n\t"
 
-/* A row's end (p to the next output row's plane row), then the next channel. */
+/* The first six of a row (words 0..6; p moves two plane rows), the second (words
+ * 6..12, from p's new place). */
+#define HEX_FIRST                                                                \
+    HEX_SIX(HEX_TAPS(0, "0", "ldrd r2, r3, [r0]\n\t")                            \
+            HEX_TAPS(1, "256", "ldrd r2, r3, [r0, #256]\n\t")                    \
+            HEX_TAPS(2, "0", "ldrd r2, r3, [r0, #512]!\n\t"))
+#define HEX_SECOND                                                               \
+    HEX_SIX(HEX_TAPS(0, "(24 - 512)", "ldrd r2, r3, [r0, #(24 - 512)]\n\t")      \
+            HEX_TAPS(1, "(24 - 256)", "ldrd r2, r3, [r0, #(24 - 256)]\n\t")      \
+            HEX_TAPS(2, "24", "ldrd r2, r3, [r0, #24]\n\t"))
+
+/* A row's end (p has moved), then the next channel. */
 #define HEX_EXIT                                                                 \
-    "ldrd r2, r3, [r12, #20]\n\t"         /* row step, out_end */                \
-    "add r0, r0, r2\n\t"                                                         \
+    "ldr r3, [r12, #24]\n\t"              /* out_end */                          \
     "cmp r1, r3\n\t"                                                             \
     "bne 2b\n\t"                                                                 \
     "ldr r3, [r12, #40]\n\t"                                                     \
@@ -431,7 +444,7 @@ PLANES_NAKED static void block_s2_six(PLANES_ARG const uint32_t *p, PLANES_ARG i
                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                       PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(HEX_ENTRY HEX_SIX(0) HEX_EXIT);
+    __asm__ volatile(HEX_ENTRY HEX_FIRST HEX_EXIT);
 }
 
 PLANES_NAKED static void block_s2_twelve(PLANES_ARG const uint32_t *p,
@@ -439,7 +452,7 @@ PLANES_NAKED static void block_s2_twelve(PLANES_ARG const uint32_t *p,
                                          PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                          PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(HEX_ENTRY HEX_SIX(0) HEX_SIX(24) HEX_EXIT);
+    __asm__ volatile(HEX_ENTRY HEX_FIRST HEX_SECOND HEX_EXIT);
 }
 
 /*
@@ -686,32 +699,44 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
 }
 
 /* fill_rows when pad_w is even and the row's columns are whole quads (flags 0; VWW's
- * stride-2 maps): no per-row tests, 6 instructions a row on top of the quads. */
+ * stride-2 maps): no per-row tests, 6 instructions a row on top of the quads;
+ * _triples, three quads an iteration where the quads come in threes (VWW's rows of
+ * 12 and 24 columns). */
+#define FILL_ROWS_QUADS(quads)                                                   \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "ldrd r4, r6, [r3]\n\t"             /* C, offsets */                        \
+    "ldr lr, [r3, #12]\n\t"             /* rows */                              \
+    "ldrd r7, r8, [r3, #16]\n\t"                                                 \
+    "push {r7, r8}\n\t"                 /* [sp]: src skip, q skip */            \
+    "ldr r3, [r3, #24]\n\t"             /* quad bytes */                        \
+    "add r5, r4, r4, lsl #1\n\t"        /* 3 C */                               \
+    "3:\n\t"                                                                     \
+    "add r2, r1, r3\n\t"                                                         \
+    "5:\n\t"                                                                     \
+    quads                                                                        \
+    "cmp r1, r2\n\t"                                                             \
+    "bne 5b\n\t"                                                                 \
+    "ldrd r7, r8, [sp]\n\t"             /* the next row */                      \
+    "add r0, r0, r7\n\t"                                                         \
+    "add r1, r1, r8\n\t"                                                         \
+    "subs lr, lr, #1\n\t"                                                        \
+    "bne 3b\n\t"                                                                 \
+    "add sp, sp, #8\n\t"                                                         \
+    "pop {r4-r11, pc}\n\t"
+
 PLANES_NAKED static void fill_rows_quads(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
                                          PLANES_ARG int32_t unused,
                                          PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        "push {r4-r11, lr}\n\t"
-        "ldrd r4, r6, [r3]\n\t"           /* C, offsets */
-        "ldr lr, [r3, #12]\n\t"           /* rows */
-        "ldrd r7, r8, [r3, #16]\n\t"
-        "push {r7, r8}\n\t"               /* [sp]: src skip, q skip */
-        "ldr r3, [r3, #24]\n\t"           /* quad bytes */
-        "add r5, r4, r4, lsl #1\n\t"      /* 3 C */
-        "3:\n\t"
-        "add r2, r1, r3\n\t"
-        "5:\n\t"
-        FILL_QUAD
-        "cmp r1, r2\n\t"
-        "bne 5b\n\t"
-        "ldrd r7, r8, [sp]\n\t"           /* the next row */
-        "add r0, r0, r7\n\t"
-        "add r1, r1, r8\n\t"
-        "subs lr, lr, #1\n\t"
-        "bne 3b\n\t"
-        "add sp, sp, #8\n\t"
-        "pop {r4-r11, pc}\n\t");
+    __asm__ volatile(FILL_ROWS_QUADS(FILL_QUAD));
+}
+
+PLANES_NAKED static void fill_rows_triples(PLANES_ARG const int8_t *src,
+                                           PLANES_ARG uint32_t *q,
+                                           PLANES_ARG int32_t unused,
+                                           PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(FILL_ROWS_QUADS(FILL_QUAD FILL_QUAD FILL_QUAD));
 }
 
 #define PLANES_ASM 1
@@ -765,7 +790,7 @@ static int fill_setup(fill_call_t *f, int32_t rows, int32_t cols, int32_t in_h,
     const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
     const uint32_t q_words = (uint32_t)(odd + rest / 2);
     PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
-    f->fn = flags == 0 ? fill_rows_quads : fill_rows;
+    f->fn = flags != 0 ? fill_rows : rest % 12 == 0 ? fill_rows_triples : fill_rows_quads;
     f->q = (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2);
     f->args[0] = (uint32_t)in_c;
     f->args[1] = off2;
@@ -843,27 +868,42 @@ static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
+static inline void zero_word4(uint32_t *r)
+{
+    r[0] = 0;
+    r[PLANE_RW] = 0;
+    r[2 * PLANE_RW] = 0;
+    r[3 * PLANE_RW] = 0;
+}
+
 static void zero_ring(uint32_t *planes, int32_t rows, int32_t row_words, int32_t py0,
                       int32_t py1, int32_t w0, int32_t w1)
 {
+    w0 = w0 < row_words ? w0 : row_words;
     w1 = w1 < row_words ? w1 : row_words;
-    for (int32_t py = 0; py < rows; ++py) {
-        uint32_t *const r = planes + (size_t)py * PLANE_ROW;
-        const int inside = py >= py0 && py < py1;
-        const int32_t left = inside ? w0 : row_words;
-        const int32_t right = inside ? w1 : row_words;
-        /* A word of the four planes a step (VWW: one word a row, the right pad). */
-        for (int32_t w = 0; w < left; ++w) {
-            r[w] = 0;
-            r[w + PLANE_RW] = 0;
-            r[w + 2 * PLANE_RW] = 0;
-            r[w + 3 * PLANE_RW] = 0;
+    py1 = py1 > py0 ? py1 : py0;
+    for (int32_t py = 0; py < rows; ++py) {     /* the rows outside: whole */
+        if (py == py0) {
+            py = py1;
+            if (py >= rows) {
+                break;
+            }
         }
-        for (int32_t w = right; w < row_words; ++w) {
-            r[w] = 0;
-            r[w + PLANE_RW] = 0;
-            r[w + 2 * PLANE_RW] = 0;
-            r[w + 3 * PLANE_RW] = 0;
+        for (int32_t w = 0; w < row_words; ++w) {
+            zero_word4(planes + (size_t)py * PLANE_ROW + (size_t)w);
+        }
+    }
+    /* The rows inside: a column at a time down them (VWW: the right pad's). */
+    for (int32_t w = 0; w < row_words; ++w) {
+        if (w == w0) {
+            w = w1;
+            if (w >= row_words) {
+                break;
+            }
+        }
+        uint32_t *r = planes + (size_t)py0 * PLANE_ROW + (size_t)w;
+        for (int32_t py = py0; py < py1; ++py, r += PLANE_ROW) {
+            zero_word4(r);
         }
     }
 }
@@ -984,10 +1024,10 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
     fill_call_t fill;
     const int fill_asm = fill_setup(&fill, rows, cols, input_dims->h, input_dims->w, in_c,
                                     p->padding.h, p->padding.w, off2);
-    /* Stride 2 on rows of six or twelve: six pixels a time (block_s2_six, _twelve). */
-    const int six = output_dims->w == 6 || output_dims->w == 12;
-    uint32_t six_args[4] = {0, (uint32_t)in_c, (uint32_t)out_bytes,
-                            4u * (uint32_t)p->stride.h * PLANE_ROW};
+    /* Stride 2 both ways on rows of six or twelve: six pixels a time (block_s2_six,
+     * _twelve). */
+    const int six = (output_dims->w == 6 || output_dims->w == 12) && p->stride.h == 2;
+    uint32_t six_args[3] = {0, (uint32_t)in_c, (uint32_t)out_bytes};
 #endif
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
