@@ -699,9 +699,7 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
 }
 
 /* fill_rows when pad_w is even and the row's columns are whole quads (flags 0; VWW's
- * stride-2 maps): no per-row tests, 6 instructions a row on top of the quads;
- * _triples, three quads an iteration where the quads come in threes (VWW's rows of
- * 12 and 24 columns). */
+ * stride-2 maps): no per-row tests, 6 instructions a row on top of the quads. */
 #define FILL_ROWS_QUADS(quads)                                                   \
     "push {r4-r11, lr}\n\t"                                                      \
     "ldrd r4, r6, [r3]\n\t"             /* C, offsets */                        \
@@ -731,12 +729,35 @@ PLANES_NAKED static void fill_rows_quads(PLANES_ARG const int8_t *src, PLANES_AR
     __asm__ volatile(FILL_ROWS_QUADS(FILL_QUAD));
 }
 
-PLANES_NAKED static void fill_rows_triples(PLANES_ARG const int8_t *src,
-                                           PLANES_ARG uint32_t *q,
-                                           PLANES_ARG int32_t unused,
-                                           PLANES_ARG const uint32_t *args)
+/* ... and rows of exactly 12 or 24 columns (VWW's stride-2 inputs): a row's quads
+ * unrolled, no loop in the row; 4 instructions a row on top of the quads. */
+#define FILL_ROWS_WHOLE(quads)                                                   \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "ldrd r4, r6, [r3]\n\t"               /* C, offsets */                        \
+    "ldr lr, [r3, #12]\n\t"               /* rows */                              \
+    "ldrd r2, r3, [r3, #16]\n\t"          /* src skip, q skip */                  \
+    "add r5, r4, r4, lsl #1\n\t"          /* 3 C */                               \
+    "3:\n\t"                                                                     \
+    quads                                                                        \
+    "add r0, r0, r2\n\t"                                                         \
+    "add r1, r1, r3\n\t"                                                         \
+    "subs lr, lr, #1\n\t"                                                        \
+    "bne 3b\n\t"                                                                 \
+    "pop {r4-r11, pc}\n\t"
+
+PLANES_NAKED static void fill_rows_12(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                      PLANES_ARG int32_t unused,
+                                      PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(FILL_ROWS_QUADS(FILL_QUAD FILL_QUAD FILL_QUAD));
+    __asm__ volatile(FILL_ROWS_WHOLE(FILL_QUAD FILL_QUAD FILL_QUAD));
+}
+
+PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                      PLANES_ARG int32_t unused,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(FILL_ROWS_WHOLE(FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD
+                                     FILL_QUAD));
 }
 
 #define PLANES_ASM 1
@@ -790,7 +811,10 @@ static int fill_setup(fill_call_t *f, int32_t rows, int32_t cols, int32_t in_h,
     const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
     const uint32_t q_words = (uint32_t)(odd + rest / 2);
     PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
-    f->fn = flags != 0 ? fill_rows : rest % 12 == 0 ? fill_rows_triples : fill_rows_quads;
+    f->fn = flags != 0    ? fill_rows
+            : rest == 12    ? fill_rows_12
+            : rest == 24    ? fill_rows_24
+                            : fill_rows_quads;
     f->q = (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2);
     f->args[0] = (uint32_t)in_c;
     f->args[1] = off2;
