@@ -20,7 +20,13 @@
  *   stride 2, pixel ox:      SMLAD(word ox, (w0, w1)) + SMLABT(word ox + 1, (w1, w2))
  *   stride 1, pixel 2j:      SMLAD(word j, (w0, w1))  + SMLABT(word j + 1, (w1, w2))
  *   stride 1, pixel 2j + 1:  SMLATB(word j, (w0, w1)) + SMLAD(word j + 1, (w1, w2))
- * (the words in plane columns counted from output 0's first tap).
+ * (the words in plane columns counted from output 0's first tap). At stride 2 both
+ * ways on rows of six or twelve (VWW's 12x12 and 6x6 stride-2 layers) six pixels a
+ * time (block_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled
+ * twins for rows of whole quads and of exactly 12 or 24 columns. On mps2-an386
+ * (QEMU instructions per MAC, padding taps counted): VWW's layer 7 (12x12x32, stride
+ * 2) 2.37, layer 11 (6x6x60, stride 2) 2.52, layer 9 (12x12x64) 2.10, layers 13-21
+ * (6x6) 2.32-2.39.
  *
  * Overflow: |w * (x + input_offset)| <= 255 |w|; the compiler checks
  * |bias| + 256 * sum|w| < 2^31 per channel (conv.h), and each SMLAD's partial
