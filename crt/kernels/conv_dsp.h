@@ -476,4 +476,31 @@ static inline int32_t kiln_round_up4(int32_t k)
     return (k + 3) & ~3;
 }
 
+/* The arguments of a 3x3, multiplier-1, undilated depthwise kernel that reads the
+ * compiler's channel records (kiln_dw_planes_channel_t: the planes and tiny kernels):
+ * every pointer set, the scratch and the records word aligned, the dims valid and
+ * consistent, and `scratch` (the kernel's buffer size for this layer, 0 where it does
+ * not take it) bytes of scratch in ctx. */
+static inline int kiln_dw3x3_records_args_valid(const kiln_context_t *ctx,
+                                                const kiln_dwconv_params_t *params,
+                                                const kiln_dw_planes_channel_t *channels,
+                                                const kiln_dims_t *input_dims,
+                                                const int8_t *input,
+                                                const kiln_dims_t *filter_dims,
+                                                const kiln_dims_t *output_dims,
+                                                const int8_t *output, int32_t scratch)
+{
+    return ctx != NULL && ctx->buf != NULL && ((uintptr_t)ctx->buf & 3u) == 0 &&
+           params != NULL && kiln_conv_params_valid(&params->conv) &&
+           params->depth_multiplier == 1 && channels != NULL &&
+           ((uintptr_t)channels & 3u) == 0 && input != NULL && output != NULL &&
+           kiln_dims_valid(input_dims) && kiln_dims_valid(filter_dims) &&
+           kiln_dims_valid(output_dims) &&
+           kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) &&
+           input_dims->n == output_dims->n && filter_dims->n == 1 &&
+           filter_dims->c == input_dims->c && output_dims->c == input_dims->c &&
+           filter_dims->h == 3 && filter_dims->w == 3 && params->conv.dilation.h == 1 &&
+           params->conv.dilation.w == 1 && scratch > 0 && ctx->size >= scratch;
+}
+
 #endif /* KILN_CONV_DSP_H */

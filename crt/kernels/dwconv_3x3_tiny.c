@@ -368,18 +368,10 @@ kiln_status_t kiln_dwconv2d_3x3_tiny_s8(const kiln_context_t *ctx,
                                         const kiln_dims_t *filter_dims,
                                         const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || params == NULL ||
-        !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        channels == NULL || ((uintptr_t)channels & 3u) != 0 || input == NULL ||
-        output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
-        !kiln_dims_valid(output_dims) ||
-        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
-        input_dims->n != output_dims->n || filter_dims->n != 1 ||
-        filter_dims->c != input_dims->c || output_dims->c != input_dims->c ||
-        filter_dims->h != 3 || filter_dims->w != 3 || params->conv.dilation.h != 1 ||
-        params->conv.dilation.w != 1 ||
-        kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(&params->conv, output_dims) == 0 ||
-        ctx->size < kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(&params->conv, output_dims)) {
+    if (params == NULL || output_dims == NULL ||
+        !kiln_dw3x3_records_args_valid(
+            ctx, params, channels, input_dims, input, filter_dims, output_dims, output,
+            kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(&params->conv, output_dims))) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;
