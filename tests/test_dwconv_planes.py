@@ -79,9 +79,11 @@ def planes_cases(seed: int) -> list:
             (5, 13, 14, 2, 2, "VALID", "NONE", 1), (4, 2, 12, 2, 2, "SAME", "NONE", 2),
             (9, 6, 11, 3, 2, "SAME", "NONE", 1), (4, 12, 12, 2, 2, "SAME", "RELU6", 1),
             (8, 4, 25, 1, 2, "VALID", "NONE", 1), (7, 3, 26, 2, 2, "VALID", "NONE", 1),
-            # All whole blocks in one call (blocks_s2_six, _twelve: an even number of
-            # rows; 12x12 and 24x24 above) in a batch of two; an odd number of rows.
-            (8, 12, 12, 2, 2, "SAME", "NONE", 2), (5, 10, 12, 2, 2, "SAME", "NONE", 1)]):
+            # All whole blocks in one call (blocks_s2_six: 6x6 outputs; _twelve: an
+            # even number of rows of twelve; 12x12 and 24x24 above) in a batch of two,
+            # two rows of twelve; rows of six not six of them (5 and 4: a block a call).
+            (8, 12, 12, 2, 2, "SAME", "NONE", 2), (4, 4, 24, 2, 2, "SAME", "NONE", 1),
+            (5, 10, 12, 2, 2, "SAME", "NONE", 1), (5, 8, 12, 2, 2, "SAME", "NONE", 1)]):
         cases.append(dwconv_case(rng, 500 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
                                  w=w, sh=sh, sw=sw, padding=padding, act=act, n=n))
     cases += [

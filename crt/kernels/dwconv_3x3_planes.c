@@ -22,12 +22,12 @@
  *   stride 1, pixel 2j + 1:  SMLATB(word j, (w0, w1)) + SMLAD(word j + 1, (w1, w2))
  * (the words in plane columns counted from output 0's first tap). At stride 2 both
  * ways on rows of six or twelve (VWW's 12x12 and 6x6 stride-2 layers) six pixels a
- * time (block_s2_six, _twelve; with an even number of rows and fills of 12 or 24
- * columns all whole blocks in one call, fill included: blocks_s2_six, _twelve), else
- * pairs. The fill (fill_rows, asm) has unrolled twins for rows of whole quads and of
+ * time (block_s2_six, _twelve; with fills of 12 or 24 columns, 6x6 outputs or an
+ * even number of rows of twelve, all whole blocks in one call, fill included:
+ * blocks_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled twins for rows of whole quads and of
  * exactly 12 or 24 columns. On mps2-an386 (QEMU instructions per MAC, padding taps
  * counted): VWW's layer 7 (12x12x32, stride 2) 2.34, layer 11 (6x6x60, stride 2)
- * 2.44, layer 9 (12x12x64) 2.10, layers 13-21 (6x6) 2.32-2.39.
+ * 2.39, layer 9 (12x12x64) 2.10, layers 13-21 (6x6) 2.32-2.39.
  *
  * Overflow: |w * (x + input_offset)| <= 255 |w|; the compiler checks
  * |bias| + 256 * sum|w| < 2^31 per channel (conv.h), and each SMLAD's partial
@@ -642,20 +642,22 @@ PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG u
 
 /*
  * Every whole block of four channels of a call in one routine (stride 2 both ways,
- * rows of six or twelve, an even number of output rows, the fill's rows of exactly
- * 12 or 24 columns: VWW's layers 11 and 7): per block its fill (FILL_ROWS_WHOLE's
- * row loop) and then its four channels (HEX_CHANNEL), output rows two at a time.
- * No call, C loop or frame setup per block, and half the row ends. Arguments: p
- * (the planes, as block_s2_six's), out, rec (channel 0's), args = {blocks, C,
- * output bytes, src (the fill's, block 0), q (the fill's), offsets, rows, src step}
- * (fill_setup's; src step: from a row's last quad to the next row, 4 C + its src
- * skip; q's is a constant, a plane row less the quads before). The frame is
- * block_s2_six's, 32 bytes more: from r12 = sp + 48, [48] blocks left, [52] src of
- * the next block, [56] q, [60] offsets, [64] rows, [68] src step. Between blocks out
- * and the record need no
- * change (the next channel's are the next block's first); p goes back 4 planes.
+ * the fill's rows of exactly 12 or 24 columns: VWW's layers 11 and 7): per block its
+ * fill (FILL_ROWS_WHOLE's row loop, a row's last quad straight to the next row) and
+ * then its four channels. No call, C loop or frame setup per block. blocks_s2_six:
+ * 6x6 outputs, a channel's six rows straight (no row ends, no out_end); _twelve: rows
+ * of twelve, an even number of them, two a time. Arguments: p (the planes, as
+ * block_s2_six's), out, rec (channel 0's), args = {blocks, C, output bytes, src (the
+ * fill's, block 0), q (the fill's), offsets, rows, src step} (fill_setup's; src
+ * step: from a row's last quad to the next row, 4 C + its src skip; q's is a
+ * constant, a plane row less the quads before). The frame is block_s2_six's, 32
+ * bytes more: from r12 = sp + 48, [48] blocks left, [52] src of the next block, [56]
+ * q, [60] offsets, [64] rows, [68] src step; [28] and [32] hold the block's p and
+ * out (_six: only between its fill and channels). Between blocks out and the record
+ * need no change (the next channel's are the next block's first); p goes back to
+ * plane 0.
  */
-#define HEX_BLOCKS_ENTRY                                                         \
+#define HEX_BLOCKS_SETUP                                                         \
     "push {r4-r11, lr}\n\t"                                                      \
     "sub sp, sp, #128\n\t"                                                       \
     "add r12, sp, #48\n\t"                                                       \
@@ -670,7 +672,10 @@ PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG u
     "str r6, [r12, #44]\n\t"                                                     \
     "ldm r3, {r4-r8}\n\t"                 /* src, q, offsets, rows, src step */  \
     "add r3, r12, #52\n\t"                                                       \
-    "stm r3, {r4-r8}\n\t"                                                        \
+    "stm r3, {r4-r8}\n\t"
+
+/* A block's fill (its last quad a row by last_quad), r12 back to the frame. */
+#define HEX_BLOCKS_FILL(quads, last_quad)                                        \
     "0:\n\t"                              /* a block: its fill */                \
     "ldr r4, [r12, #8]\n\t"               /* C */                                \
     "ldrd r0, r1, [r12, #52]\n\t"         /* src, q */                           \
@@ -679,17 +684,62 @@ PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG u
     "ldrd r6, lr, [r12, #60]\n\t"         /* offsets, rows */                    \
     "ldr r2, [r12, #68]\n\t"              /* 4 C + src skip */                   \
     "add r5, r4, r4, lsl #1\n\t"          /* 3 C */                              \
-    "3:\n\t"
-
-#define HEX_BLOCKS_CHANNELS                                                      \
+    "3:\n\t"                                                                     \
+    quads                                                                        \
+    last_quad                                                                    \
     "subs lr, lr, #1\n\t"                                                        \
     "bne 3b\n\t"                                                                 \
-    "add r12, sp, #48\n\t"                /* the fill used r12 */                \
-    "movs r3, #4\n\t"                                                            \
-    "str r3, [r12, #40]\n\t"
+    "add r12, sp, #48\n\t"                /* the fill used r12 */
 
-/* Two output rows' end, a channel's, a block's. */
-#define HEX_BLOCKS_EXIT                                                          \
+/* A block's end: the next block's fill, or the return. */
+#define HEX_BLOCKS_NEXT                                                          \
+    "ldr r3, [r12, #48]\n\t"                                                     \
+    "subs r3, r3, #1\n\t"                                                        \
+    "beq 9f\n\t"                                                                 \
+    "str r3, [r12, #48]\n\t"                                                     \
+    "b 0b\n\t"                                                                   \
+    "9:\n\t"                                                                     \
+    "add sp, sp, #128\n\t"                                                       \
+    "pop {r4-r11, pc}\n\t"
+
+/* A row's last fill quad: src by r2 (4 C + src skip) and q by q_bytes (256 bytes, a
+ * plane row, less the 8 of each quad before) to the next row. */
+#define BLOCKS_LAST_QUAD(q_bytes) FILL_QUAD_STEP("add r0, r0, r2\n\t", q_bytes)
+
+/* blocks_s2_six: [40] p's end (past the block's four planes, the same for all
+ * blocks), [44] output bytes less 1. A channel: its record into the frame (as
+ * HEX_CHANNEL), six rows (p moves 6 x 512 bytes, out the channel's output bytes),
+ * then p and out straight to the next channel's (64 bytes on from its start; 1). */
+#define HEX6_SETUP                                                               \
+    "ldr r6, [r12, #44]\n\t"                                                     \
+    "sub r6, r6, #1\n\t"                                                         \
+    "str r6, [r12, #44]\n\t"                                                     \
+    "add r4, r0, #256\n\t"                                                       \
+    "str r4, [r12, #40]\n\t"
+
+#define HEX6_CHANNELS                                                            \
+    "ldrd r0, r1, [r12, #28]\n\t"         /* the block's p and out */            \
+    "1:\n\t"                              /* a channel */                        \
+    "ldr r3, [r12, #36]\n\t"                                                     \
+    "ldm r3!, {r2, r4-r11}\n\t"           /* taps, bias, multiplier2, rsk */     \
+    "str r3, [r12, #36]\n\t"                                                     \
+    "strd r10, r11, [r12]\n\t"                                                   \
+    "add r3, sp, #24\n\t"                                                        \
+    "stm r3, {r2, r4-r8}\n\t"                                                    \
+    "strd r9, r9, [sp]\n\t"                                                      \
+    "strd r9, r9, [sp, #8]\n\t"                                                  \
+    "strd r9, r9, [sp, #16]\n\t"                                                 \
+    HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST                  \
+    "subw r0, r0, #(6 * 512 - 64)\n\t"                                           \
+    "ldr r3, [r12, #44]\n\t"                                                     \
+    "sub r1, r1, r3\n\t"                                                         \
+    "ldr r3, [r12, #40]\n\t"                                                     \
+    "cmp r0, r3\n\t"                                                             \
+    "bne 1b\n\t"                                                                 \
+    "str r1, [r12, #32]\n\t"              /* the next block's out */
+
+/* blocks_s2_twelve: [40] channels left. Two output rows' end, a channel's. */
+#define HEX12_CHANNELS_END                                                       \
     "ldr r3, [r12, #24]\n\t"              /* out_end */                          \
     "cmp r1, r3\n\t"                                                             \
     "bne 2b\n\t"                                                                 \
@@ -697,29 +747,17 @@ PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG u
     "subs r3, r3, #1\n\t"                                                        \
     "str r3, [r12, #40]\n\t"                                                     \
     "bne 1b\n\t"                                                                 \
-    "ldr r3, [r12, #48]\n\t"                                                     \
-    "subs r3, r3, #1\n\t"                                                        \
-    "beq 9f\n\t"                                                                 \
-    "str r3, [r12, #48]\n\t"                                                     \
     "ldr r3, [r12, #28]\n\t"              /* p back to plane 0 */                \
     "sub r3, r3, #256\n\t"                                                       \
-    "str r3, [r12, #28]\n\t"                                                     \
-    "b 0b\n\t"                                                                   \
-    "9:\n\t"                                                                     \
-    "add sp, sp, #128\n\t"                                                       \
-    "pop {r4-r11, pc}\n\t"
-
-/* A fill row's last quad: src by r2 (4 C + src skip) and q by q_bytes (256 bytes, a
- * plane row, less the 8 of each quad before) to the next row. */
-#define BLOCKS_LAST_QUAD(q_bytes) FILL_QUAD_STEP("add r0, r0, r2\n\t", q_bytes)
+    "str r3, [r12, #28]\n\t"
 
 PLANES_NAKED static void blocks_s2_six(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
                                        PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                        PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(HEX_BLOCKS_ENTRY FILL_QUAD FILL_QUAD BLOCKS_LAST_QUAD("240")
-                     HEX_BLOCKS_CHANNELS
-                     HEX_CHANNEL HEX_FIRST HEX_FIRST HEX_BLOCKS_EXIT);
+    __asm__ volatile(HEX_BLOCKS_SETUP HEX6_SETUP
+                     HEX_BLOCKS_FILL(FILL_QUAD FILL_QUAD, BLOCKS_LAST_QUAD("240"))
+                     HEX6_CHANNELS HEX_BLOCKS_NEXT);
 }
 
 PLANES_NAKED static void blocks_s2_twelve(PLANES_ARG const uint32_t *p,
@@ -727,9 +765,13 @@ PLANES_NAKED static void blocks_s2_twelve(PLANES_ARG const uint32_t *p,
                                           PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                           PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(HEX_BLOCKS_ENTRY FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD
-                     BLOCKS_LAST_QUAD("216") HEX_BLOCKS_CHANNELS HEX_CHANNEL HEX_FIRST
-                     HEX_SECOND HEX_FIRST HEX_SECOND HEX_BLOCKS_EXIT);
+    __asm__ volatile(HEX_BLOCKS_SETUP
+                     HEX_BLOCKS_FILL(FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD,
+                                     BLOCKS_LAST_QUAD("216"))
+                     "movs r3, #4\n\t"
+                     "str r3, [r12, #40]\n\t"
+                     HEX_CHANNEL HEX_FIRST HEX_SECOND HEX_FIRST HEX_SECOND
+                     HEX12_CHANNELS_END HEX_BLOCKS_NEXT);
 }
 
 #define PLANES_ASM 1
@@ -797,7 +839,7 @@ static int fill_setup(fill_call_t *f, int32_t rows, int32_t cols, int32_t in_h,
     f->args[6] = 8u * (uint32_t)(rest / 4);
     return 1;
 }
-/* Stride 2 both ways, rows of six or twelve, an even number of output rows and fills
+/* Stride 2 both ways, 6x6 outputs or rows of twelve (an even number of them), fills
  * of whole rows of 12 or 24 columns (VWW's layers 11 and 7): all whole blocks of
  * four channels of image (a batch's) in one call (blocks_s2_six, _twelve), the fill's
  * arguments as fill_setup sets them. The channels done: 0 where they do not apply.
@@ -812,7 +854,8 @@ static KILN_NOINLINE int32_t blocks_s2(const kiln_conv_params_t *p,
     const int32_t in_c = input_dims->c;
     const int32_t out_w = output_dims->w;
     fill_call_t fill;
-    if ((output_dims->h & 1) != 0 || in_c < 4 || (out_w != 6 && out_w != 12) ||
+    if (in_c < 4 || (out_w == 6 ? output_dims->h != 6
+                                : out_w != 12 || (output_dims->h & 1) != 0) ||
         p->stride.w != 2 || p->stride.h != 2 ||
         !fill_setup(&fill, plane_rows(output_dims->h, 2), 2 * plane_row_words(out_w, 2),
                     input_dims->h, input_dims->w, in_c, p->padding.h, p->padding.w, off2) ||
