@@ -5,10 +5,10 @@ mps2-an386 (the assembly rows, slow).
 
 Cases: channel counts 1 to 13 (a last block of fewer than four), odd and even input sizes
 at stride 2 with SAME and VALID padding (SAME pads one column on the left when the size is
-odd), vertical strides 1-3, tiny maps (1x1, 2x2, 3x3: the unrolled 3x3 blocks and the
-rows), the widest rows the planes take (15 outputs at stride 2, 29 at stride 1), clamps
-(RELU6: the C rows), stride 2 on rows of six and twelve, extreme zero points, batches, dead channels, per-channel shifts from
--2 to -31.
+odd), vertical strides 1-3, tiny maps (1x1, 2x2, 3x3: the general rows), the widest rows
+the planes take (15 outputs at stride 2, 29 at stride 1), clamps (RELU6: the C rows),
+stride 2 on rows of six and twelve (a block a call, and all blocks in one), extreme zero
+points, batches, dead channels, per-channel shifts from -2 to -31.
 """
 
 from __future__ import annotations
