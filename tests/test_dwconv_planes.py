@@ -5,10 +5,10 @@ mps2-an386 (the assembly rows, slow).
 
 Cases: channel counts 1 to 13 (a last block of fewer than four), odd and even input sizes
 at stride 2 with SAME and VALID padding (SAME pads one column on the left when the size is
-odd), vertical strides 1-3, tiny maps (1x1, 2x2, 3x3: the unrolled 3x3 blocks and the
-rows), the widest rows the planes take (15 outputs at stride 2, 29 at stride 1), clamps
-(RELU6: the C rows), stride 2 on rows of six and twelve, extreme zero points, batches, dead channels, per-channel shifts from
--2 to -31.
+odd), vertical strides 1-3, tiny maps (1x1, 2x2, 3x3: the general rows), the widest rows
+the planes take (15 outputs at stride 2, 29 at stride 1), clamps (RELU6: the C rows),
+stride 2 on rows of six and twelve (a block a call, and all blocks in one), extreme zero
+points, batches, dead channels, per-channel shifts from -2 to -31.
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ def planes_cases(seed: int) -> list:
             (12, 6, 6, 1, 1, "SAME", "RELU6", 1), (10, 9, 7, 3, 1, "SAME", "NONE", 2),
             (4, 5, 30, 2, 2, "SAME", "NONE", 1), (3, 4, 29, 1, 1, "SAME", "RELU_N1_TO_1", 1),
             (11, 10, 5, 1, 2, "SAME", "NONE", 1), (16, 6, 6, 2, 1, "VALID", "RELU", 1),
-            # 3x3 maps: unrolled where the last pixel's third taps are padding (SAME:
-            # 6x6 and 5x5 at stride 2, 3x3 at stride 1, a last block of two), the rows
-            # otherwise (VALID 5x5 and 7x7), clamped in C; 2x2 maps.
+            # 3x3 maps (the general rows: pairs and a last pixel; SAME 6x6 and 5x5 at
+            # stride 2, 3x3 at stride 1, a last block of two, VALID 5x5 and 7x7),
+            # clamped in C; 2x2 maps.
             (8, 6, 6, 2, 2, "SAME", "NONE", 1), (12, 5, 5, 2, 2, "SAME", "NONE", 1),
             (6, 3, 3, 1, 1, "SAME", "NONE", 2), (8, 5, 5, 1, 1, "VALID", "NONE", 1),
             (8, 7, 7, 2, 2, "VALID", "NONE", 1), (4, 7, 7, 2, 2, "VALID", "RELU6", 1),
@@ -77,7 +77,12 @@ def planes_cases(seed: int) -> list:
             (8, 24, 24, 2, 2, "SAME", "NONE", 1), (6, 7, 23, 2, 2, "SAME", "NONE", 1),
             (5, 13, 14, 2, 2, "VALID", "NONE", 1), (4, 2, 12, 2, 2, "SAME", "NONE", 2),
             (9, 6, 11, 3, 2, "SAME", "NONE", 1), (4, 12, 12, 2, 2, "SAME", "RELU6", 1),
-            (8, 4, 25, 1, 2, "VALID", "NONE", 1), (7, 3, 26, 2, 2, "VALID", "NONE", 1)]):
+            (8, 4, 25, 1, 2, "VALID", "NONE", 1), (7, 3, 26, 2, 2, "VALID", "NONE", 1),
+            # All whole blocks in one call (blocks_s2_six: 6x6 outputs; _twelve: an
+            # even number of rows of twelve; 12x12 and 24x24 above) in a batch of two,
+            # two rows of twelve; rows of six not six of them (5 and 4: a block a call).
+            (8, 12, 12, 2, 2, "SAME", "NONE", 2), (4, 4, 24, 2, 2, "SAME", "NONE", 1),
+            (5, 10, 12, 2, 2, "SAME", "NONE", 1), (5, 8, 12, 2, 2, "SAME", "NONE", 1)]):
         cases.append(dwconv_case(rng, 500 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h,
                                  w=w, sh=sh, sw=sw, padding=padding, act=act, n=n))
     cases += [
