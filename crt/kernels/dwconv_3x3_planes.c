@@ -24,8 +24,8 @@
  * ways on rows of six or twelve (VWW's 12x12 and 6x6 stride-2 layers) six pixels a
  * time (block_s2_six, _twelve; with fills of 12 or 24 columns, 6x6 outputs or an
  * even number of rows of twelve, all whole blocks in one call, fill included:
- * blocks_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled twins for rows of whole quads and of
- * exactly 12 or 24 columns. On mps2-an386 (QEMU instructions per MAC, padding taps
+ * blocks_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled
+ * twins for rows of whole quads and of exactly 12 or 24 columns. On mps2-an386 (QEMU instructions per MAC, padding taps
  * counted): VWW's layer 7 (12x12x32, stride 2) 2.34, layer 11 (6x6x60, stride 2)
  * 2.39, layer 9 (12x12x64) 2.10, layers 13-21 (6x6) 2.32-2.39.
  *
@@ -1036,18 +1036,12 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
                                           const kiln_dims_t *filter_dims,
                                           const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || params == NULL ||
-        !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        channels == NULL || ((uintptr_t)channels & 3u) != 0 || input == NULL ||
-        output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
-        !kiln_dims_valid(output_dims) ||
-        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
-        input_dims->n != output_dims->n || filter_dims->n != 1 ||
-        filter_dims->c != input_dims->c || output_dims->c != input_dims->c ||
-        filter_dims->h != 3 || filter_dims->w != 3 || params->conv.dilation.h != 1 ||
-        params->conv.dilation.w != 1 ||
-        kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims) == 0 ||
-        ctx->size < kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims)) {
+    if (!kiln_dw3x3_records_args_valid(ctx, params, channels, input_dims, input, filter_dims,
+                                       output_dims, output)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t scratch = kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims);
+    if (scratch == 0 || ctx->size < scratch) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;

@@ -368,10 +368,12 @@ kiln_status_t kiln_dwconv2d_3x3_tiny_s8(const kiln_context_t *ctx,
                                         const kiln_dims_t *filter_dims,
                                         const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (params == NULL || output_dims == NULL ||
-        !kiln_dw3x3_records_args_valid(
-            ctx, params, channels, input_dims, input, filter_dims, output_dims, output,
-            kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(&params->conv, output_dims))) {
+    if (!kiln_dw3x3_records_args_valid(ctx, params, channels, input_dims, input, filter_dims,
+                                       output_dims, output)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t scratch = kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(&params->conv, output_dims);
+    if (scratch == 0 || ctx->size < scratch) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;
