@@ -25,9 +25,10 @@
  * time (block_s2_six, _twelve; with fills of 12 or 24 columns, 6x6 outputs or an
  * even number of rows of twelve, all whole blocks in one call, fill included:
  * blocks_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled
- * twins for rows of whole quads and of exactly 12 or 24 columns. On mps2-an386 (QEMU instructions per MAC, padding taps
- * counted): VWW's layer 7 (12x12x32, stride 2) 2.34, layer 11 (6x6x60, stride 2)
- * 2.39, layer 9 (12x12x64) 2.10, layers 13-21 (6x6) 2.32-2.39.
+ * twins for rows of whole quads and of exactly 12 or 24 columns. On mps2-an386
+ * (QEMU instructions per MAC, padding taps counted): VWW's layer 7 (12x12x32,
+ * stride 2) 2.34, layer 11 (6x6x60, stride 2) 2.39, layer 9 (12x12x64) 2.10,
+ * layers 13-21 (6x6) 2.32-2.39.
  *
  * Overflow: |w * (x + input_offset)| <= 255 |w|; the compiler checks
  * |bias| + 256 * sum|w| < 2^31 per channel (conv.h), and each SMLAD's partial
