@@ -265,7 +265,8 @@ def _point_orders(orders: dict[str, list[Buffer]], overlaps) -> dict[str, list[B
     """Each order with the output of every rule that allows single deltas (exact, in order)
     moved right after its input: placed before other buffers take that spot. (VWW's layer
     3 may write exactly over its input, delta 0, but size x lifetime places layer 4's
-    output there first: 37,264 B; its outputs first 36,920.)"""
+    output there first; with these orders VWW's balanced arena on the M4 goes from
+    37,264 to 37,176 B.)"""
     pairs = [(o.input, o.output) for o in overlaps
              if any(lo is not None and lo == hi for lo, hi in o.allowed)]
     if not pairs:
@@ -285,10 +286,9 @@ def _point_orders(orders: dict[str, list[Buffer]], overlaps) -> dict[str, list[B
 def _polish(order: list[Buffer], rules: dict[tuple[str, str], Overlap], top: int,
             passes: int = 2) -> tuple[int, list[Buffer]]:
     """`order` with single buffers moved earlier while that shrinks the arena (at most
-    `passes` sweeps). The greedy orders place big long-lived buffers first, which can
-    leave a rule's one allowed delta taken: VWW's layer 3 may write exactly over its
-    input (delta 0) only if its output goes in before layer 4's, placed at that offset
-    by its own rule (37,264 -> 36,920 B)."""
+    `passes` sweeps): the greedy orders can leave a rule's one allowed delta taken by a
+    buffer placed earlier. About 3,000 placements on VWW (a second); its --optimize
+    memory arena on the M4 37,208 -> 36,920 B."""
     for _ in range(passes):
         improved = False
         for i in range(1, len(order)):

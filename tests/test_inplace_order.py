@@ -18,12 +18,15 @@ from test_ops_conv_simd import layer_candidates
 from tflite_builder import rand_int8
 
 import kiln.compiler as kc
+from kiln.compiler.codegen import choose_overlaps, lower
 from kiln.compiler.codegen.ops.inplace import (Band, band_rows, in_order_delta, order_px2,
                                                order_w8)
+from kiln.compiler.compile import target_for
 from kiln.compiler.host_build import build_executable
-from kiln.compiler.memory_plan import ALIGN
+from kiln.compiler.memory_plan import ALIGN, Buffer, Overlap, _orders, _point_orders
+from kiln.compiler.passes import optimize as optimize_graph
 
-from conftest import require_tool
+from conftest import model_path, require_tool
 
 
 # --- the rule against an emulation ---------------------------------------------------------
@@ -240,3 +243,29 @@ def _run_sanitized(art, model, cases, xs, tmp: Path):
     for j, (c, want) in enumerate(zip(cases, run_reference(model, xs))):
         got = np.frombuffer((tmp / f"out{j}.bin").read_bytes(), dtype=np.int8)
         assert_equal_exact(got, want.reshape(-1), c.label + " in order, under sanitizers")
+
+
+# --- the planner ----------------------------------------------------------------------------
+
+def test_point_orders_place_an_output_right_after_its_input():
+    a, b, c, d = (Buffer("a", 800, 0, 1), Buffer("b", 200, 1, 2), Buffer("c", 400, 2, 3),
+                  Buffer("d", 100, 0, 3))
+    rules = [Overlap("a", "b", ((0, 0),)), Overlap("c", "d", ((None, -8), (8, None)))]
+    orders = _point_orders(_orders([a, b, c, d]), rules)
+    assert set(orders) == {f"{n}+points" for n in _orders([a, b, c, d])}
+    for order in orders.values():
+        names = [x.name for x in order]
+        assert names.index("b") == names.index("a") + 1 and sorted(names) == list("abcd")
+    assert _point_orders(_orders([a, b, c, d]), rules[1:]) == {}     # no single delta
+
+
+def test_vww_layer_3_writes_exactly_over_its_input():
+    """VWW on the M4: layer 3 (w8, 48x48x16 stride 2) in one-row bands at delta 0, below
+    the arena of its band rule alone (37,264 B); --optimize memory no larger."""
+    g = optimize_graph(kc.load(model_path("vww_96_int8").read_bytes()))
+    layers, _ = lower(g, target_for("mps2-an386"))
+    plan, choice = choose_overlaps(g, layers, "balanced")
+    shared = {o.layer: d for o, d in plan.shared()}
+    assert shared.get(3) == 0 and choice[3].name == "banded" and choice[3].rows == 1, shared
+    assert plan.arena_bytes < 37264
+    assert choose_overlaps(g, layers, "memory")[0].arena_bytes <= plan.arena_bytes
