@@ -260,10 +260,18 @@ def test_point_orders_place_an_output_right_after_its_input():
 
 
 def test_vww_layer_3_writes_exactly_over_its_input():
-    """VWW on the M4: layer 3 (w8, 48x48x16 stride 2) in one-row bands at delta 0, below
-    the arena of its band rule alone (37,264 B); --optimize memory no larger."""
+    """VWW on the M4: layer 3 (48x48x16 stride 2) at delta 0, below the arena of its band
+    rule alone (37,264 B): on s2ring (its default) as it is, on w8 in one-row bands;
+    --optimize memory no larger."""
     g = optimize_graph(kc.load(model_path("vww_96_int8").read_bytes()))
     layers, _ = lower(g, target_for("mps2-an386"))
+    assert layers[3].code.kernel == "kiln_dwconv2d_3x3_s2ring_s8"
+    plan, choice = choose_overlaps(g, layers, "balanced")
+    shared = {o.layer: d for o, d in plan.shared()}
+    assert shared.get(3) == 0 and choice[3].name == "ordered", shared
+    assert plan.arena_bytes < 37264
+    assert choose_overlaps(g, layers, "memory")[0].arena_bytes <= plan.arena_bytes
+    layers, _ = lower(g, target_for("mps2-an386"), {3: {"variant": "3x3_w8"}})
     plan, choice = choose_overlaps(g, layers, "balanced")
     shared = {o.layer: d for o, d in plan.shared()}
     assert shared.get(3) == 0 and choice[3].name == "banded" and choice[3].rows == 1, shared

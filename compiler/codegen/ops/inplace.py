@@ -78,10 +78,11 @@ EXACT_KERNELS = {"kiln_add_s8", "kiln_sub_s8", "kiln_add_lut_s8", "kiln_add_lut_
 
 
 # Depthwise kernels (multiplier 1) and the order each writes a channel's output pixels in,
-# as a function of the call's geometry (order_w8, order_px2 below). Kernels not listed
+# as a function of the call's geometry (order_w8, order_px2, order_s2ring below). Kernels not listed
 # (their order unchecked: dwconv.c, dwconv_3x3.c, channels, planes, px2v) keep the band
 # rules only.
-ORDERED_KERNELS = {"kiln_dwconv2d_3x3_w8_s8": "w8", "kiln_dwconv2d_3x3_px2_s8": "px2"}
+ORDERED_KERNELS = {"kiln_dwconv2d_3x3_w8_s8": "w8", "kiln_dwconv2d_3x3_px2_s8": "px2",
+                   "kiln_dwconv2d_3x3_s2ring_s8": "s2ring"}
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,13 @@ def order_px2(out_h: int, out_w: int, in_w: int, pad_w: int, scratch: int,
     return order
 
 
+def order_s2ring(out_h: int, out_w: int) -> list[tuple[int, int]]:
+    """kiln_dwconv2d_3x3_s2ring_s8's order (every pass alike): whole output rows, top
+    to bottom, each left to right (it reads a kept row into its ring before the rows
+    that read it, the middle row as it goes: never after the output that reads it)."""
+    return [(oy, ox) for oy in range(out_h) for ox in range(out_w)]
+
+
 def in_order_delta(calls: list[tuple[Band, list[tuple[int, int]]]], in_hw: tuple[int, int],
                    out_hw: tuple[int, int], k_hw: tuple[int, int], stride: tuple[int, int],
                    pad: tuple[int, int], dilation: tuple[int, int], c: int) -> int | None:
@@ -207,6 +215,8 @@ def _order(code: LayerCode, g, out_h: int, out_w: int, in_h: int, in_w: int,
            pad_top: int) -> list[tuple[int, int]]:
     if ORDERED_KERNELS[code.kernel] == "w8":
         return order_w8(out_h, out_w, in_h, in_w, g.stride, (pad_top, g.padding[1]))
+    if ORDERED_KERNELS[code.kernel] == "s2ring":
+        return order_s2ring(out_h, out_w)
     return order_px2(out_h, out_w, in_w, g.padding[1], code.scratch_bytes)
 
 
