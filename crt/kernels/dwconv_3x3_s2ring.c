@@ -20,11 +20,12 @@
  * stride 2). The interior of a row (and a last output whose only padding is its
  * third column, and a last output row whose bottom row is padding) runs in
  * assembly on DSP cores for the full int8 clamp (s2ring_row_fix / _m128), the rest
- * in C. On QEMU mps2-an386: 3.46 instructions a MAC on VWW's 24x24x16 layer from
- * 48x48 (287,332; the w8 kernel in one-row bands 4.34), of which the pairs of
- * outputs take 2.55 (25 a pixel) and each row's set-up, its first and last outputs
- * and each channel's first ring line the rest; 4.23 on its 12x12x32 layer, where
- * the planes (2.82) keep the lead.
+ * in C; where the assembly covers whole rows (SAME with no padding left or top),
+ * one call runs a channel's rows. On QEMU mps2-an386: 2.98 instructions a MAC on
+ * VWW's 24x24x16 layer from 48x48 (247,246; the w8 kernel in one-row bands 4.34),
+ * of which the pairs of outputs take 2.45 (24 a pixel), each row's first and last
+ * outputs 0.27, each channel's set-up, first ring line and last row's call the
+ * rest.
  *
  * Each channel's outputs are written in raster order (whole output rows), every
  * output after the inputs it reads (the ring's earlier): the layer may write its
@@ -116,7 +117,8 @@ static KILN_NOINLINE void s2ring_edge(const s2ring_layer_t *g, uint32_t *ring,
 /* What the assembly row keeps on its stack (s2ring_asm_t, word offsets x 4). */
 enum {
     S2_BIAS = 0, S2_A0 = 4, S2_W0212 = 8, S2_BIAS2 = 12, S2_A1 = 16, S2_A2 = 20, S2_W22 = 24,
-    S2_MULT = 28, S2_RSK = 32, S2_END = 36, S2_PIX = 40, S2_BIAS_SHORT = 44, S2_FLAGS = 48
+    S2_MULT = 28, S2_RSK = 32, S2_END = 36, S2_PIX = 40, S2_BIAS_SHORT = 44, S2_FLAGS = 48,
+    S2_ROWS = 52, S2_IN_STEP = 56, S2_OUT_STEP = 60
 };
 
 /*
@@ -125,14 +127,16 @@ enum {
  * out (output ox) and k (s2ring_asm_t: the weights as pairs, a0 = (w00, w01), w0212 =
  * (w02, w12), a1 = (w10, w11), a2 = (w20, w21) and w22, the folded bias,
  * multiplier2, rsk = right_shift | k << 8, the ring's end after the pairs, pix, the
- * bias of a short last pixel, flags). Flag 1: first one output on its own (an odd
+ * bias of a short last pixel, flags, then rows: output rows to run, each the
+ * last one's pointers plus in_step (two input rows) and out_step (one output row),
+ * the ring from its start again). Flag 1: first one output on its own (an odd
  * count); then pairs of outputs (ox, ox + 1) until q reaches end; flag 2: then a
  * last output whose third column of taps is padding past the row (SAME), without
  * those taps (bias_short: the bias less their zero-point products), as px2_last.
  * Nine registers hold the pointers, pix and the carried pixels 2ox of the middle
  * and bottom rows; seven the sums, pixels and weights of the turn, the rest coming
  * from the stack by LDM / LDRD (the metric counts instructions: a load of several
- * words is one). A pair takes 50 instructions: 18 MACs, 8 LDRSB and 4 PKHBT (the
+ * words is one). A pair takes 48 instructions: 18 MACs, 8 LDRSB and 4 PKHBT (the
  * middle and bottom rows' pixels), 3 loads of ring words and 2 stores, 14 for the
  * requantization (kiln_dw_output's) and stores, the rest pointers and loop.
  * S2RING_FIX is the rounding correction of a negative product, which the variant
@@ -151,15 +155,19 @@ enum {
     __asm__ volatile(                                                           \
         "push {r4-r11, lr}\n\t"                                                 \
         "ldr r12, [sp, #36]\n\t"            /* k */                             \
-        "sub sp, sp, #56\n\t"                                                   \
+        "sub sp, sp, #80\n\t"                                                   \
         "ldm r12!, {r4-r11}\n\t"                                                \
         "stm sp, {r4-r11}\n\t"                                                  \
-        "ldm r12, {r4-r8}\n\t"              /* rsk, end, pix, bias_short, flags */ \
+        "ldm r12, {r4-r11}\n\t"             /* rsk .. flags, rows, steps */     \
         "add r12, sp, #32\n\t"                                                  \
-        "stm r12, {r4-r8}\n\t"                                                  \
-        "mov r9, r6\n\t"                                                        \
+        "stm r12, {r4-r11}\n\t"                                                 \
+        "ldr r9, [sp, #40]\n\t"             /* pix */                           \
+        "0:\n\t"                            /* an output row */                 \
+        "add r12, sp, #64\n\t"                                                  \
+        "stm r12, {r0-r3}\n\t"              /* where it starts */               \
         "ldrsb r10, [r1]\n\t"                                                   \
         "ldrsb r11, [r2]\n\t"                                                   \
+        "ldr r8, [sp, #48]\n\t"             /* flags */                         \
         "tst r8, #1\n\t"                                                        \
         "beq 2f\n\t"                                                            \
         "ldm r0, {r4, r5}\n\t"              /* one output: ring words ox, ox+1 */ \
@@ -198,26 +206,23 @@ enum {
         "smlabb r7, r5, r12, r7\n\t"                                            \
         "smlad lr, r5, r8, lr\n\t"                                              \
         "smlabb lr, r6, r12, lr\n\t"                                            \
-        "ldrsb r4, [r1, r9]\n\t"            /* middle row: pixels 1 .. 4 */     \
+        "ldrsb r4, [r1, r9]\n\t"            /* middle row: pixels 1 .. 3 */     \
         "ldrsb r5, [r1, r9, lsl #1]\n\t"                                        \
         "add r1, r1, r9, lsl #1\n\t"                                            \
         "ldrsb r6, [r1, r9]\n\t"                                                \
-        "ldrsb r8, [r1, r9, lsl #1]\n\t"                                        \
-        "add r1, r1, r9, lsl #1\n\t"                                            \
         "pkhbt r10, r10, r4, lsl #16\n\t"                                       \
         "pkhbt r4, r5, r6, lsl #16\n\t"                                         \
         "ldr r6, [sp, #16]\n\t"             /* a1 */                            \
         "smlad r7, r10, r6, r7\n\t"                                             \
         "smlabt r7, r5, r12, r7\n\t"                                            \
         "smlad lr, r4, r6, lr\n\t"                                              \
-        "smlabt lr, r8, r12, lr\n\t"                                            \
-        "mov r10, r8\n\t"                                                       \
-        "ldrsb r4, [r2, r9]\n\t"            /* bottom row: pixels 1 .. 4 */     \
+        "ldrsb r10, [r1, r9, lsl #1]\n\t"   /* pixel 4: the next turn's 0 */    \
+        "add r1, r1, r9, lsl #1\n\t"                                            \
+        "smlabt lr, r10, r12, lr\n\t"                                           \
+        "ldrsb r4, [r2, r9]\n\t"            /* bottom row: pixels 1 .. 3 */     \
         "ldrsb r5, [r2, r9, lsl #1]\n\t"                                        \
         "add r2, r2, r9, lsl #1\n\t"                                            \
         "ldrsb r6, [r2, r9]\n\t"                                                \
-        "ldrsb r8, [r2, r9, lsl #1]\n\t"                                        \
-        "add r2, r2, r9, lsl #1\n\t"                                            \
         "pkhbt r11, r11, r4, lsl #16\n\t"                                       \
         "pkhbt r4, r5, r6, lsl #16\n\t"                                         \
         "strd r11, r4, [r0], #8\n\t"        /* the next row's ring words */     \
@@ -225,8 +230,9 @@ enum {
         "smlad r7, r11, r6, r7\n\t"                                             \
         "smlabb r7, r5, r12, r7\n\t"                                            \
         "smlad lr, r4, r6, lr\n\t"                                              \
-        "smlabb lr, r8, r12, lr\n\t"                                            \
-        "mov r11, r8\n\t"                                                       \
+        "ldrsb r11, [r2, r9, lsl #1]\n\t"   /* pixel 4 */                       \
+        "add r2, r2, r9, lsl #1\n\t"                                            \
+        "smlabb lr, r11, r12, lr\n\t"                                           \
         "ldrd r4, r5, [sp, #28]\n\t"        /* multiplier2, rsk */              \
         "smmlar r7, r7, r4, r7\n\t"                                             \
         "smmlar lr, lr, r4, lr\n\t"                                             \
@@ -264,7 +270,19 @@ enum {
         S2RING_REQ("r7", FIX7)                                                  \
         "strb r7, [r3]\n\t"                                                     \
         "4:\n\t"                                                                \
-        "add sp, sp, #56\n\t"                                                   \
+        "ldr r4, [sp, #52]\n\t"             /* rows left */                     \
+        "subs r4, r4, #1\n\t"                                                   \
+        "beq 5f\n\t"                                                            \
+        "str r4, [sp, #52]\n\t"                                                 \
+        "add r12, sp, #64\n\t"                                                  \
+        "ldm r12, {r0-r3}\n\t"                                                  \
+        "ldrd r4, r5, [sp, #56]\n\t"        /* input, output steps */           \
+        "add r1, r1, r4\n\t"                                                    \
+        "add r2, r2, r4\n\t"                                                    \
+        "add r3, r3, r5\n\t"                                                    \
+        "b 0b\n\t"                                                              \
+        "5:\n\t"                                                                \
+        "add sp, sp, #80\n\t"                                                   \
         "pop {r4-r11, pc}\n\t")
 
 S2RING_NAKED static void s2ring_row_fix(S2RING_ARG uint32_t *q, S2RING_ARG const int8_t *xm,
@@ -423,7 +441,7 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
             /* The assembly row's stack (S2_*), and its twin for a last output row
              * whose bottom row is padding (zero weights, their zero-point products
              * in the bias; the ring it writes is not read again). */
-            uint32_t k[2][13];
+            uint32_t k[2][16];
             const int32_t zp = g.zp;
             for (int v = 0; v < 2; ++v) {
                 const int32_t w20 = v ? 0 : ch.w[6], w21 = v ? 0 : ch.w[7];
@@ -443,6 +461,9 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
                 kv[10] = (uint32_t)g.pix;
                 kv[11] = (uint32_t)(bias_v + zp * (ch.w[2] + ch.w[5] + w22));
                 kv[12] = g.asm_flags;
+                kv[13] = 1;
+                kv[14] = (uint32_t)(2 * in_row);
+                kv[15] = (uint32_t)out_row;
             }
 #if defined(S2RING_ASM)
             const int use_asm = g.full && g.asm_end > g.ox_lo;
@@ -458,7 +479,27 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
                 ring[m] = s2ring_pack(s2ring_px(&g, top, ix),
                                       m < g.out_w ? s2ring_px(&g, top, ix + 1) : g.zp);
             }
-            for (int32_t oy = 0; oy < output_dims->h; ++oy) {
+            int32_t oy = 0;
+#if defined(S2RING_ASM)
+            if (use_asm && g.ox_lo == 0 && g.asm_end == g.out_w && (g.asm_flags & 2u) &&
+                g.pad_t <= 1) {
+                /* Whole rows in one call (rows with their three input rows in the
+                 * image, from the first): the short last output leaves ring word
+                 * out_w the zero point, as the first ring line has it. */
+                const int32_t rows =
+                    g.in_h - 3 + g.pad_t < 0
+                        ? 0 : kiln_min_i32(output_dims->h, (g.in_h - 3 + g.pad_t) / 2 + 1);
+                if (rows > 0) {
+                    k[0][13] = (uint32_t)rows;
+                    const int8_t *mid = image + (size_t)(1 - g.pad_t) * in_row + c;
+                    (g.k == -255 ? s2ring_row_m128 : s2ring_row_fix)(
+                        ring, mid, mid + in_row, out + (size_t)c, k[0]);
+                    k[0][13] = 1;
+                    oy = rows;
+                }
+            }
+#endif
+            for (; oy < output_dims->h; ++oy) {
                 const int32_t r = 2 * oy - g.pad_t;
                 const int8_t *mid = r + 1 >= 0 && r + 1 < g.in_h
                                         ? image + (size_t)(r + 1) * in_row + c : NULL;
