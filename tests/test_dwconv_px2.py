@@ -12,7 +12,6 @@ points, batches, dead channels.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -183,23 +182,12 @@ def test_px2_clean_under_sanitizers(tmp_path: Path, smallest_tile: bool):
     """Built with -fsanitize=address,undefined: no read outside the input, the filter, the
     quantization tables or the scratch, whatever C % 4, the padding and the tiles."""
     require_tool("cc")
-    from kiln.compiler.host_build import build_executable
-    from test_ops_conv import _sanitizer_main
+    from test_ops_conv import run_sanitized
     cases = _eligible(px2_cases(611))
     art, xs, want = _compile(cases, smallest_tile, optimize="speed")
-    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
-    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                           tmp_path / "build", sanitize=True)
-    args = [str(exe)]
-    for j, x in enumerate(xs):
-        (tmp_path / f"in{j}.bin").write_bytes(x.tobytes())
-        args.append(str(tmp_path / f"in{j}.bin"))
-    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
-    for j, (c, w) in enumerate(zip(cases, want)):
-        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
-        assert_equal_exact(got, w.reshape(-1), f"{c.label} under sanitizers")
+    got = run_sanitized(art, xs, tmp_path, len(cases))
+    for c, g, w in zip(cases, got, want):
+        assert_equal_exact(g, w.reshape(-1), f"{c.label} under sanitizers")
 
 
 @pytest.mark.cross

@@ -410,6 +410,26 @@ def _sanitizer_main(n_in: int, n_out: int) -> str:
     return "\n".join(lines)
 
 
+def run_sanitized(art, xs: list[np.ndarray], work: Path, n_out: int,
+                  timeout: int = 120) -> list[np.ndarray]:
+    """The compiled model built with -fsanitize=address,undefined and run once on `xs`
+    (in `work`): its outputs as flat int8 arrays, after asserting a clean exit and no
+    sanitizer report."""
+    from kiln.compiler.host_build import build_executable
+    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
+    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), n_out),
+                           work / "build", sanitize=True)
+    args = [str(exe)]
+    for i, x in enumerate(xs):
+        (work / f"in{i}.bin").write_bytes(x.tobytes())
+        args.append(str(work / f"in{i}.bin"))
+    args += [str(work / f"out{j}.bin") for j in range(n_out)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
+    return [np.frombuffer((work / f"out{j}.bin").read_bytes(), dtype=np.int8)
+            for j in range(n_out)]
+
+
 def test_kernels_clean_under_asan_and_ubsan(tmp_path: Path):
     """Edge cases of all four ops in one model, built with -fsanitize=address,undefined:
     no report, and the same outputs as the optimised build (which matches TFLM)."""
@@ -426,22 +446,10 @@ def test_kernels_clean_under_asan_and_ubsan(tmp_path: Path):
              [tconv_case(rng, i) for i in range(26, 32)])
     model = _build(cases)
     art = kc.compile(kc.load(model), board="host")
-    from kiln.compiler.host_build import build_executable
-    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
-    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                           tmp_path / "build", sanitize=True)
     xs = [rand_int8(spec["shape"], rng) for spec in art.report["inputs"]]
-    args = [str(exe)]
-    for i, x in enumerate(xs):
-        (tmp_path / f"in{i}.bin").write_bytes(x.tobytes())
-        args.append(str(tmp_path / f"in{i}.bin"))
-    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "runtime error" not in proc.stderr, proc.stderr[-3000:]
-    for j, (c, want) in enumerate(zip(cases, art.run(*xs))):
-        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
-        assert_equal_exact(got, want.reshape(-1), c.label + " under sanitizers")
+    got = run_sanitized(art, xs, tmp_path, len(cases))
+    for c, g, want in zip(cases, got, art.run(*xs)):
+        assert_equal_exact(g, want.reshape(-1), c.label + " under sanitizers")
 
 
 # --- rejections ------------------------------------------------------------------------

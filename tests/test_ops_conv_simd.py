@@ -15,7 +15,6 @@ dilation, filter sizes).
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,7 +50,7 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows8_pt_s8",
                                    "kiln_fully_connected_rows6_pt_s8"}
 SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes", "3x3_s2ring",
-                 "channels", "rows"}
+                 "3x3_tiny", "channels", "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:
@@ -680,8 +679,7 @@ def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):
     """A model of SIMD layers, every round, built with -fsanitize=address,undefined,
     matches TFLM: no packed layout makes a kernel read past its filter or scratch."""
     require_tool("cc")
-    from kiln.compiler.host_build import build_executable
-    from test_ops_conv import _sanitizer_main
+    from test_ops_conv import run_sanitized
     cases = (gemm_cases(505, 6) + gemm_tail_cases(509)[::2] + dw3x3_cases(506, 4) +
              dw_channels_cases(511) + fc_rows_cases(507, 4) + fc_tail_cases(510)[::2])
     model = _build(cases)
@@ -693,20 +691,11 @@ def test_simd_kernels_clean_under_sanitizers(tmp_path: Path):
     for i in range(rounds(layers)):
         art = compile_round(model, layers, i)
         kernels |= set(_kernels(art))
-        sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
         out = tmp_path / f"round{i}"
-        exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                               out / "build", sanitize=True)
-        args = [str(exe)]
-        for j, x in enumerate(xs):
-            (out / f"in{j}.bin").write_bytes(x.tobytes())
-            args.append(str(out / f"in{j}.bin"))
-        args += [str(out / f"out{j}.bin") for j in range(len(cases))]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
-        for j, (c, w) in enumerate(zip(cases, want)):
-            got = np.frombuffer((out / f"out{j}.bin").read_bytes(), dtype=np.int8)
-            assert_equal_exact(got, w.reshape(-1), f"{c.label} round {i} under sanitizers")
+        out.mkdir()
+        got = run_sanitized(art, xs, out, len(cases))
+        for c, g, w in zip(cases, got, want):
+            assert_equal_exact(g, w.reshape(-1), f"{c.label} round {i} under sanitizers")
     assert kernels >= ALL_SIMD_KERNELS
 
 

@@ -11,7 +11,6 @@ other multipliers and filter sizes on one input channel.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -261,8 +260,7 @@ def test_blocked_dwconv_clean_under_sanitizers(tmp_path: Path):
     """Every round built with -fsanitize=address,undefined matches TFLM: no tap, edge or
     interior, reads outside the input, the filter or the scratch."""
     require_tool("cc")
-    from kiln.compiler.host_build import build_executable
-    from test_ops_conv import _sanitizer_main
+    from test_ops_conv import run_sanitized
     cases = w8_cases(731)[::2] + one_channel_cases(831)[::2]
     model = _build(cases)
     layers = layer_candidates(model, simd_only=True)
@@ -272,20 +270,11 @@ def test_blocked_dwconv_clean_under_sanitizers(tmp_path: Path):
     for i in range(rounds(layers)):
         art = compile_round(model, layers, i)
         kernels |= set(_kernels(art))
-        sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
         out = tmp_path / f"round{i}"
-        exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                               out / "build", sanitize=True)
-        args = [str(exe)]
-        for j, x in enumerate(xs):
-            (out / f"in{j}.bin").write_bytes(x.tobytes())
-            args.append(str(out / f"in{j}.bin"))
-        args += [str(out / f"out{j}.bin") for j in range(len(cases))]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
-        for j, (c, w) in enumerate(zip(cases, want)):
-            got = np.frombuffer((out / f"out{j}.bin").read_bytes(), dtype=np.int8)
-            assert_equal_exact(got, w.reshape(-1), f"{c.label} round {i} under sanitizers")
+        out.mkdir()
+        got = run_sanitized(art, xs, out, len(cases))
+        for c, g, w in zip(cases, got, want):
+            assert_equal_exact(g, w.reshape(-1), f"{c.label} round {i} under sanitizers")
     assert kernels >= {W8} | GEMMS
 
 

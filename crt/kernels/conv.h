@@ -428,6 +428,24 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
 int32_t kiln_dwconv2d_3x3_planes_s8_get_buffer_size(const kiln_conv_params_t *params,
                                                     const kiln_dims_t *output_dims);
 
+/* DEPTHWISE_CONV_2D, 3x3 filter onto a 3x3 output map, depth multiplier 1,
+ * dilation 1, strides 1 or 2, any padding, any number of channels, only the taps
+ * that lie in the image (dwconv_3x3_tiny.c: straight-line assembly for 3x3 -> 3x3
+ * at stride 1 and 6x6 -> 3x3 at stride 2, SAME, on cores with DSP).
+ *   channels C records as kiln_dwconv2d_3x3_planes_s8's, word aligned
+ *   ctx      >= kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(), word aligned: the
+ *            int16 pairs of a block of four channels */
+kiln_status_t kiln_dwconv2d_3x3_tiny_s8(const kiln_context_t *ctx,
+                                        const kiln_dwconv_params_t *params,
+                                        const kiln_dw_planes_channel_t *channels,
+                                        const kiln_dims_t *input_dims, const int8_t *input,
+                                        const kiln_dims_t *filter_dims,
+                                        const kiln_dims_t *output_dims, int8_t *output);
+
+/* Its scratch: 288 bytes for a 3x3 output at strides 1 or 2; 0 otherwise. */
+int32_t kiln_dwconv2d_3x3_tiny_s8_get_buffer_size(const kiln_conv_params_t *params,
+                                                  const kiln_dims_t *output_dims);
+
 /* FULLY_CONNECTED blocked four rows at a time.
  *   filter  packed from [units, depth] with the filter zero point added
  *           (w + filter_offset): per block of four rows, per group,

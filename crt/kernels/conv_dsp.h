@@ -249,9 +249,10 @@ static inline int8_t kiln_output_fast(int32_t acc, const kiln_requant_fast_t *q,
     } while (0)
 
 /*
- * kiln_output_fast in five instructions (dwconv_3x3_w8.c, dwconv_3x3_px2.c) (SMMLAR, ADD, ASR, ADD, SSAT) from a
- * channel's (multiplier', right_shift), multiplier' = 2 * multiplier - 2^32
- * (an int32: multiplier is in [2^30, 2^31)), and the layer's k = 1 + 2 *
+ * kiln_output_fast in five instructions (dwconv_3x3_w8.c, dwconv_3x3_px2.c)
+ * (SMMLAR, ADD, ASR, ADD, SSAT) from a channel's (multiplier', right_shift),
+ * multiplier' = 2 * multiplier - 2^32 (an int32: multiplier is in [2^30, 2^31)),
+ * and the layer's k = 1 + 2 *
  * output_offset. With e = right_shift + 1 = -shift, x = acc:
  * 1. r = x + floor((x * multiplier' + 2^31) / 2^32)          SMMLAR
  *      = floor((2 * x * multiplier + 2^31) / 2^32) = floor((x * m + 2^30) / 2^31),
@@ -474,6 +475,32 @@ static inline int32_t kiln_packed_s1_k(int8_t shift)
 static inline int32_t kiln_round_up4(int32_t k)
 {
     return (k + 3) & ~3;
+}
+
+/* The arguments of a 3x3, multiplier-1, undilated depthwise kernel that reads the
+ * compiler's channel records (kiln_dw_planes_channel_t: the planes and tiny kernels):
+ * every pointer set, the scratch and the records word aligned, the dims valid and
+ * consistent (the kernel then checks its own scratch size against ctx->size). */
+static inline int kiln_dw3x3_records_args_valid(const kiln_context_t *ctx,
+                                                const kiln_dwconv_params_t *params,
+                                                const kiln_dw_planes_channel_t *channels,
+                                                const kiln_dims_t *input_dims,
+                                                const int8_t *input,
+                                                const kiln_dims_t *filter_dims,
+                                                const kiln_dims_t *output_dims,
+                                                const int8_t *output)
+{
+    return ctx != NULL && ctx->buf != NULL && ((uintptr_t)ctx->buf & 3u) == 0 &&
+           params != NULL && kiln_conv_params_valid(&params->conv) &&
+           params->depth_multiplier == 1 && channels != NULL &&
+           ((uintptr_t)channels & 3u) == 0 && input != NULL && output != NULL &&
+           kiln_dims_valid(input_dims) && kiln_dims_valid(filter_dims) &&
+           kiln_dims_valid(output_dims) &&
+           kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) &&
+           input_dims->n == output_dims->n && filter_dims->n == 1 &&
+           filter_dims->c == input_dims->c && output_dims->c == input_dims->c &&
+           filter_dims->h == 3 && filter_dims->w == 3 && params->conv.dilation.h == 1 &&
+           params->conv.dilation.w == 1;
 }
 
 #endif /* KILN_CONV_DSP_H */

@@ -20,7 +20,15 @@
  *   stride 2, pixel ox:      SMLAD(word ox, (w0, w1)) + SMLABT(word ox + 1, (w1, w2))
  *   stride 1, pixel 2j:      SMLAD(word j, (w0, w1))  + SMLABT(word j + 1, (w1, w2))
  *   stride 1, pixel 2j + 1:  SMLATB(word j, (w0, w1)) + SMLAD(word j + 1, (w1, w2))
- * (the words in plane columns counted from output 0's first tap).
+ * (the words in plane columns counted from output 0's first tap). At stride 2 both
+ * ways on rows of six or twelve (VWW's 12x12 and 6x6 stride-2 layers) six pixels a
+ * time (block_s2_six, _twelve; with fills of 12 or 24 columns, 6x6 outputs or an
+ * even number of rows of twelve, all whole blocks in one call, fill included:
+ * blocks_s2_six, _twelve), else pairs. The fill (fill_rows, asm) has unrolled
+ * twins for rows of whole quads and of exactly 12 or 24 columns. On mps2-an386
+ * (QEMU instructions per MAC, padding taps counted): VWW's layer 7 (12x12x32,
+ * stride 2) 2.34, layer 11 (6x6x60, stride 2) 2.39, layer 9 (12x12x64) 2.10,
+ * layers 13-21 (6x6) 2.32-2.39.
  *
  * Overflow: |w * (x + input_offset)| <= 255 |w|; the compiler checks
  * |bias| + 256 * sum|w| < 2^31 per channel (conv.h), and each SMLAD's partial
@@ -320,137 +328,171 @@ PLANES_NAKED static void block_s2_odd(PLANES_ARG const uint32_t *p, PLANES_ARG i
 }
 
 /*
- * Maps of 3x3 outputs (VWW's last depthwise layers), a channel unrolled, only where
- * the last pixel's third taps lie in the padding column (SAME at stride 1 on a 3x3
- * map, at stride 2 on 5x5 or 6x6): those taps are left out, and so are the filter
- * rows that lie in padding rows (args' flags: bit 0, output row 0's filter row 0;
- * bit 1, output row 2's filter row 2). Nine MACs of a pixel pair and a third pixel
- * in seven instructions a filter row at stride 1, eight at stride 2. Arguments: p,
- * out, rec as the blocks', args = {n, C, flags}; registers: r3 the record, r2 C,
- * r9-r11 the three pixels' sums, r4-r8 and r12 the taps and words.
+ * Stride 2 both ways, rows of six or twelve outputs (VWW's 6x6 and 12x12 stride-2
+ * layers): six
+ * pixels a time, their sums in six registers (r5, r6, r9, r10, r11, lr), a filter
+ * row's seven plane words read two at a time (LDRD into r2-r4) and its weights
+ * ((w0, w1), (w1, w2): one LDRD from the frame) per filter row: pixel i
+ * SMLAD(word i, (w0, w1)) + SMLABT(word i + 1, (w1, w2)). Per six pixels 91
+ * instructions (one LDM of six biases, 3 x 17 a filter row, one LDM of the
+ * requantization constants and C, 2C, 3C, 30 to requantize, eight to store), against
+ * 105 as three pairs; four more a row. Arguments: p, out, rec as the blocks', args =
+ * {n, C, output bytes}; p moves two plane rows (512 bytes) an output row, by the
+ * writeback of a load.
+ *
+ * Stack frame (96 bytes under the saved registers): [0..20] the bias six times,
+ * [24..44] the weights of filter rows 0..2, and from r12 = sp + 48: [0] multiplier2,
+ * [4] rsk, [8] C, [12] 2 C, [16] 3 C, [20] unused, [24] out_end, [28]
+ * p of the next channel, [32] out of the next channel, [36] its record, [40]
+ * channels left, [44] output bytes.
  */
-#define TINY_BIAS                                                                \
-    "ldr r9, [r3, #24]\n\t"                                                       \
-    "mov r10, r9\n\t"                                                             \
-    "mov r11, r9\n\t"
+#define HEX_ENTRY                                                                \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "sub sp, sp, #96\n\t"                                                        \
+    "add r12, sp, #48\n\t"                                                       \
+    "strd r0, r1, [r12, #28]\n\t"                                                \
+    "str r2, [r12, #36]\n\t"                                                     \
+    "ldm r3, {r4-r6}\n\t"                 /* n, C, output bytes */               \
+    "str r4, [r12, #40]\n\t"                                                     \
+    "str r5, [r12, #8]\n\t"                                                      \
+    "lsl r8, r5, #1\n\t"                                                         \
+    "add r9, r5, r5, lsl #1\n\t"                                                 \
+    "strd r8, r9, [r12, #12]\n\t"                                                \
+    "str r6, [r12, #44]\n\t"
 
-/* Filter row t at stride 1: words W0 = (x0, x1), W1 = (x2, x3) from output 0's first
- * tap: pixel 0 SMLAD(W0, a) + SMLABT(W1, b), pixel 1 SMLATB(W0, a) + SMLAD(W1, b),
- * pixel 2 SMLAD(W1, a) (its third tap, x4, the padding). */
-#define TINY_S1(t)                                                               \
-    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
-    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
-    "smlad r9, r6, r4, r9\n\t"                                                    \
-    "smlabt r9, r7, r5, r9\n\t"                                                   \
-    "smlatb r10, r6, r4, r10\n\t"                                                 \
-    "smlad r10, r7, r5, r10\n\t"                                                  \
-    "smlad r11, r7, r4, r11\n\t"
+/* A channel: its record into the frame, p and out to it, out_end; then its rows
+ * (label 2). */
+#define HEX_CHANNEL                                                              \
+    "1:\n\t"                              /* a channel */                        \
+    "ldr r3, [r12, #36]\n\t"                                                     \
+    "ldm r3!, {r2, r4-r11}\n\t"           /* taps, bias, multiplier2, rsk */     \
+    "str r3, [r12, #36]\n\t"                                                     \
+    "strd r10, r11, [r12]\n\t"                                                   \
+    "add r3, sp, #24\n\t"                                                        \
+    "stm r3, {r2, r4-r8}\n\t"                                                    \
+    "strd r9, r9, [sp]\n\t"                                                      \
+    "strd r9, r9, [sp, #8]\n\t"                                                  \
+    "strd r9, r9, [sp, #16]\n\t"                                                 \
+    "ldrd r0, r1, [r12, #28]\n\t"                                                \
+    "add r2, r0, #64\n\t"                 /* the next channel's plane, output */ \
+    "add r3, r1, #1\n\t"                                                         \
+    "strd r2, r3, [r12, #28]\n\t"                                                \
+    "ldr r3, [r12, #44]\n\t"                                                     \
+    "add r3, r3, r1\n\t"                                                         \
+    "str r3, [r12, #24]\n\t"                                                     \
+    "2:\n\t"                              /* an output row */
 
-/* At stride 2: words W0..W2, pixel ox SMLAD(W_ox, a) + SMLABT(W_ox+1, b) but pixel
- * 2's SMLABT (on W3, the padding). */
-#define TINY_S2(t)                                                               \
-    "ldrd r4, r5, [r3, #(8 * " #t ")]\n\t"                                        \
-    "ldrd r6, r7, [r0, #(256 * " #t ")]\n\t"                                      \
-    "ldr r8, [r0, #(256 * " #t " + 8)]\n\t"                                       \
-    "smlad r9, r6, r4, r9\n\t"                                                    \
-    "smlabt r9, r7, r5, r9\n\t"                                                   \
-    "smlad r10, r7, r4, r10\n\t"                                                  \
-    "smlabt r10, r8, r5, r10\n\t"                                                 \
-    "smlad r11, r8, r4, r11\n\t"
+/* Filter row t of the six pixels: its word 0 at r0 + b bytes, words 0 and 1 loaded
+ * by load0 (which moves p to the next output row in the first six's filter row 2:
+ * p stays at a row's word 0 until then). Word 6 by LDRD too (its twin, word 7 of the
+ * 16-word row, unused), which takes the second six's negative offsets. */
+#define HEX_TAPS(t, b, load0)                                                    \
+    "ldrd r7, r8, [sp, #(24 + 8 * " #t ")]\n\t"                                   \
+    load0                                                                        \
+    "smlad r5, r2, r7, r5\n\t"                                                   \
+    "smlabt r5, r3, r8, r5\n\t"                                                  \
+    "smlad r6, r3, r7, r6\n\t"                                                   \
+    "ldrd r2, r4, [r0, #(" b " + 8)]\n\t"                                         \
+    "smlabt r6, r2, r8, r6\n\t"                                                  \
+    "smlad r9, r2, r7, r9\n\t"                                                   \
+    "smlabt r9, r4, r8, r9\n\t"                                                  \
+    "smlad r10, r4, r7, r10\n\t"                                                 \
+    "ldrd r2, r3, [r0, #(" b " + 16)]\n\t"                                        \
+    "smlabt r10, r2, r8, r10\n\t"                                                \
+    "smlad r11, r2, r7, r11\n\t"                                                 \
+    "smlabt r11, r3, r8, r11\n\t"                                                \
+    "smlad lr, r3, r7, lr\n\t"                                                   \
+    "ldrd r2, r3, [r0, #(" b " + 24)]\n\t"                                        \
+    "smlabt lr, r2, r8, lr\n\t"
 
-/* The three pixels requantized (kiln_dw_output, as PLANES_REQUANT_PAIR) and stored;
- * out to the next output row. */
-#define TINY_OUT                                                                 \
-    "ldrd r4, r5, [r3, #28]\n\t"                                                  \
-    "smmlar r9, r9, r4, r9\n\t"                                                   \
-    "smmlar r10, r10, r4, r10\n\t"                                                \
-    "smmlar r11, r11, r4, r11\n\t"                                                \
-    "add r9, r9, r9, asr #31\n\t"                                                 \
-    "add r10, r10, r10, asr #31\n\t"                                              \
-    "add r11, r11, r11, asr #31\n\t"                                              \
-    "asr r9, r9, r5\n\t"                                                          \
-    "asr r10, r10, r5\n\t"                                                        \
-    "asr r11, r11, r5\n\t"                                                        \
-    "add r9, r9, r5, asr #8\n\t"                                                  \
-    "add r10, r10, r5, asr #8\n\t"                                                \
-    "add r11, r11, r5, asr #8\n\t"                                                \
-    "ssat r9, #8, r9, asr #1\n\t"                                                 \
-    "ssat r10, #8, r10, asr #1\n\t"                                               \
-    "ssat r11, #8, r11, asr #1\n\t"                                               \
-    "strb r9, [r1]\n\t"                                                           \
-    "strb r10, [r1, r2]\n\t"                                                      \
-    "add r1, r1, r2, lsl #1\n\t"                                                  \
-    "strb r11, [r1]\n\t"                                                          \
-    "add r1, r1, r2\n\t"
+#define HEX_RQ(x)                                                                \
+    "smmlar " x ", " x ", r2, " x "\n\t"                                          \
+    "add " x ", " x ", " x ", asr #31\n\t"                                        \
+    "asr " x ", " x ", r3\n\t"                                                    \
+    "add " x ", " x ", r3, asr #8\n\t"                                            \
+    "ssat " x ", #8, " x ", asr #1\n\t"
 
-#define TINY_ENTRY                                                               \
-    "push {r4-r11, lr}\n\t"                                                       \
-    "ldm r3, {r4-r6}\n\t"                 /* n, C, flags */                       \
-    "mov r3, r2\n\t"                                                              \
-    "mov r2, r5\n\t"                                                              \
-    "push {r0, r1, r4, r6}\n\t"           /* [sp]: p, out, n, flags */            \
-    "1:\n\t"                                                                      \
-    TINY_BIAS                                                                     \
-    "ldr r12, [sp, #12]\n\t"                                                      \
-    "tst r12, #1\n\t"                                                             \
-    "bne 2f\n\t"
+/* Six pixels: sums (the filter rows as taps), requantization (kiln_dw_output, as
+ * PLANES_REQUANT_PAIR), stores; out past them. */
+#define HEX_SIX(taps)                                                            \
+    "ldm sp, {r5, r6, r9, r10, r11, lr}\n\t"                                     \
+    taps                                                                         \
+    "ldm r12, {r2-r4, r7, r8}\n\t"        /* multiplier2, rsk, C, 2C, 3C */       \
+    HEX_RQ("r5") HEX_RQ("r6") HEX_RQ("r9") HEX_RQ("r10") HEX_RQ("r11")         \
+    HEX_RQ("lr")                                                                 \
+    "strb r5, [r1]\n\t"                                                          \
+    "strb r6, [r1, r4]\n\t"                                                      \
+    "strb r9, [r1, r7]\n\t"                                                      \
+    "strb r10, [r1, r8]\n\t"                                                     \
+    "add r1, r1, r4, lsl #2\n\t"                                                 \
+    "strb r11, [r1]\n\t"                                                         \
+    "strb lr, [r1, r4]\n\t"                                                      \
+    "add r1, r1, r4, lsl #1\n\t"
 
-#define TINY_EXIT                                                                \
-    "ldrd r0, r1, [sp]\n\t"               /* the next channel */                  \
-    "add r0, r0, #64\n\t"                                                         \
-    "add r1, r1, #1\n\t"                                                          \
-    "strd r0, r1, [sp]\n\t"                                                       \
-    "add r3, r3, #36\n\t"                                                         \
-    "ldr r12, [sp, #8]\n\t"                                                       \
-    "subs r12, r12, #1\n\t"                                                       \
-    "str r12, [sp, #8]\n\t"                                                       \
-    "bne 1b\n\t"                                                                  \
-    "add sp, sp, #16\n\t"                                                         \
+/* The first six of a row (words 0..6; p moves two plane rows), the second (words
+ * 6..12, from p's new place). */
+#define HEX_FIRST                                                                \
+    HEX_SIX(HEX_TAPS(0, "0", "ldrd r2, r3, [r0]\n\t")                            \
+            HEX_TAPS(1, "256", "ldrd r2, r3, [r0, #256]\n\t")                    \
+            HEX_TAPS(2, "0", "ldrd r2, r3, [r0, #512]!\n\t"))
+#define HEX_SECOND                                                               \
+    HEX_SIX(HEX_TAPS(0, "(24 - 512)", "ldrd r2, r3, [r0, #(24 - 512)]\n\t")      \
+            HEX_TAPS(1, "(24 - 256)", "ldrd r2, r3, [r0, #(24 - 256)]\n\t")      \
+            HEX_TAPS(2, "24", "ldrd r2, r3, [r0, #24]\n\t"))
+
+/* A row's end (p has moved), then the next channel. */
+#define HEX_EXIT                                                                 \
+    "ldr r3, [r12, #24]\n\t"              /* out_end */                          \
+    "cmp r1, r3\n\t"                                                             \
+    "bne 2b\n\t"                                                                 \
+    "ldr r3, [r12, #40]\n\t"                                                     \
+    "subs r3, r3, #1\n\t"                                                        \
+    "str r3, [r12, #40]\n\t"                                                     \
+    "bne 1b\n\t"                                                                 \
+    "add sp, sp, #96\n\t"                                                        \
     "pop {r4-r11, pc}\n\t"
 
-PLANES_NAKED static void block_3x3_s1(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+PLANES_NAKED static void block_s2_six(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
                                       PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        TINY_ENTRY
-        TINY_S1(0)
-        "2:\n\t"
-        TINY_S1(1) TINY_S1(2) TINY_OUT
-        "add r0, r0, #256\n\t"
-        TINY_BIAS TINY_S1(0) TINY_S1(1) TINY_S1(2) TINY_OUT
-        "add r0, r0, #256\n\t"
-        TINY_BIAS TINY_S1(0) TINY_S1(1)
-        "ldr r12, [sp, #12]\n\t"
-        "tst r12, #2\n\t"
-        "bne 3f\n\t"
-        TINY_S1(2)
-        "3:\n\t"
-        TINY_OUT
-        TINY_EXIT);
+    __asm__ volatile(HEX_ENTRY HEX_CHANNEL HEX_FIRST HEX_EXIT);
 }
 
-PLANES_NAKED static void block_3x3_s2(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
-                                      PLANES_ARG const kiln_dw_planes_channel_t *rec,
-                                      PLANES_ARG const uint32_t *args)
+PLANES_NAKED static void block_s2_twelve(PLANES_ARG const uint32_t *p,
+                                         PLANES_ARG int8_t *out,
+                                         PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                         PLANES_ARG const uint32_t *args)
 {
-    __asm__ volatile(
-        TINY_ENTRY
-        TINY_S2(0)
-        "2:\n\t"
-        TINY_S2(1) TINY_S2(2) TINY_OUT
-        "add r0, r0, #512\n\t"
-        TINY_BIAS TINY_S2(0) TINY_S2(1) TINY_S2(2) TINY_OUT
-        "add r0, r0, #512\n\t"
-        TINY_BIAS TINY_S2(0) TINY_S2(1)
-        "ldr r12, [sp, #12]\n\t"
-        "tst r12, #2\n\t"
-        "bne 3f\n\t"
-        TINY_S2(2)
-        "3:\n\t"
-        TINY_OUT
-        TINY_EXIT);
+    __asm__ volatile(HEX_ENTRY HEX_CHANNEL HEX_FIRST HEX_SECOND HEX_EXIT);
 }
+
+/* Four pixels of the four channels: src (r0) and q (r1) past them; C in r4, 3 C in
+ * r5, the offsets in r6; r7-r12 scratch. FILL_QUAD_STEP: src moved by src_step and
+ * q by q_bytes instead (a row's last quad straight to the next row's start). */
+#define FILL_QUAD FILL_QUAD_STEP("add r0, r0, r4, lsl #2\n\t", "8")
+#define FILL_QUAD_STEP(src_step, q_bytes) \
+    "ldr r7, [r0]\n\t"                  /* pixels a, b, c, d */    \
+    "ldr r8, [r0, r4]\n\t"                                         \
+    "ldr r9, [r0, r4, lsl #1]\n\t"                                 \
+    "ldr r10, [r0, r5]\n\t"                                        \
+    src_step                                                       \
+    "pkhbt r11, r7, r8, lsl #16\n\t"    /* bytes (a0 a1 b0 b1) */  \
+    "pkhbt r12, r9, r10, lsl #16\n\t"   /* (c0 c1 d0 d1) */        \
+    "pkhtb r8, r8, r7, asr #16\n\t"     /* (a2 a3 b2 b3) */        \
+    "pkhtb r10, r10, r9, asr #16\n\t"   /* (c2 c3 d2 d3) */        \
+    "sxtab16 r7, r6, r11\n\t"           /* plane 0: (a, b) */      \
+    "sxtab16 r9, r6, r12\n\t"           /* (c, d) */               \
+    "sxtab16 r11, r6, r11, ror #8\n\t"  /* plane 1 */              \
+    "sxtab16 r12, r6, r12, ror #8\n\t"                             \
+    "strd r11, r12, [r1, #64]\n\t"                                 \
+    "sxtab16 r11, r6, r8\n\t"           /* plane 2 */              \
+    "sxtab16 r12, r6, r10\n\t"                                     \
+    "strd r11, r12, [r1, #128]\n\t"                                \
+    "sxtab16 r11, r6, r8, ror #8\n\t"   /* plane 3 */              \
+    "sxtab16 r12, r6, r10, ror #8\n\t"                             \
+    "strd r11, r12, [r1, #192]\n\t"                                \
+    "strd r7, r9, [r1], #" q_bytes "\n\t"
 
 /* The image part of the planes of four channels, every image row the outputs read:
  * src (the first such row), q (its plane 0 word holding column 0, or the word
@@ -494,27 +536,7 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
         "cmp r2, r1\n\t"
         "beq 6f\n\t"
         "5:\n\t"
-        "ldr r7, [r0]\n\t"                  /* pixels a, b, c, d */
-        "ldr r8, [r0, r4]\n\t"
-        "ldr r9, [r0, r4, lsl #1]\n\t"
-        "ldr r10, [r0, r5]\n\t"
-        "add r0, r0, r4, lsl #2\n\t"
-        "pkhbt r11, r7, r8, lsl #16\n\t"    /* bytes (a0 a1 b0 b1) */
-        "pkhbt r12, r9, r10, lsl #16\n\t"   /* (c0 c1 d0 d1) */
-        "pkhtb r8, r8, r7, asr #16\n\t"     /* (a2 a3 b2 b3) */
-        "pkhtb r10, r10, r9, asr #16\n\t"   /* (c2 c3 d2 d3) */
-        "sxtab16 r7, r6, r11\n\t"           /* plane 0: (a, b) */
-        "sxtab16 r9, r6, r12\n\t"           /* (c, d) */
-        "sxtab16 r11, r6, r11, ror #8\n\t"  /* plane 1 */
-        "sxtab16 r12, r6, r12, ror #8\n\t"
-        "strd r11, r12, [r1, #64]\n\t"
-        "sxtab16 r11, r6, r8\n\t"           /* plane 2 */
-        "sxtab16 r12, r6, r10\n\t"
-        "strd r11, r12, [r1, #128]\n\t"
-        "sxtab16 r11, r6, r8, ror #8\n\t"   /* plane 3 */
-        "sxtab16 r12, r6, r10, ror #8\n\t"
-        "strd r11, r12, [r1, #192]\n\t"
-        "strd r7, r9, [r1], #8\n\t"
+        FILL_QUAD
         "cmp r1, r2\n\t"
         "bne 5b\n\t"
         "6:\n\t"
@@ -557,6 +579,202 @@ PLANES_NAKED static void fill_rows(PLANES_ARG const int8_t *src, PLANES_ARG uint
         "pop {r4-r11, pc}\n\t");
 }
 
+/* fill_rows when pad_w is even and the row's columns are whole quads (flags 0; VWW's
+ * stride-2 maps): no per-row tests, 6 instructions a row on top of the quads. */
+#define FILL_ROWS_QUADS(quads)                                                   \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "ldrd r4, r6, [r3]\n\t"             /* C, offsets */                        \
+    "ldr lr, [r3, #12]\n\t"             /* rows */                              \
+    "ldrd r7, r8, [r3, #16]\n\t"                                                 \
+    "push {r7, r8}\n\t"                 /* [sp]: src skip, q skip */            \
+    "ldr r3, [r3, #24]\n\t"             /* quad bytes */                        \
+    "add r5, r4, r4, lsl #1\n\t"        /* 3 C */                               \
+    "3:\n\t"                                                                     \
+    "add r2, r1, r3\n\t"                                                         \
+    "5:\n\t"                                                                     \
+    quads                                                                        \
+    "cmp r1, r2\n\t"                                                             \
+    "bne 5b\n\t"                                                                 \
+    "ldrd r7, r8, [sp]\n\t"             /* the next row */                      \
+    "add r0, r0, r7\n\t"                                                         \
+    "add r1, r1, r8\n\t"                                                         \
+    "subs lr, lr, #1\n\t"                                                        \
+    "bne 3b\n\t"                                                                 \
+    "add sp, sp, #8\n\t"                                                         \
+    "pop {r4-r11, pc}\n\t"
+
+PLANES_NAKED static void fill_rows_quads(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                         PLANES_ARG int32_t unused,
+                                         PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(FILL_ROWS_QUADS(FILL_QUAD));
+}
+
+/* ... and rows of exactly 12 or 24 columns (VWW's stride-2 inputs): a row's quads
+ * unrolled, no loop in the row; 4 instructions a row on top of the quads. */
+#define FILL_ROWS_WHOLE(quads)                                                   \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "ldrd r4, r6, [r3]\n\t"               /* C, offsets */                        \
+    "ldr lr, [r3, #12]\n\t"               /* rows */                              \
+    "ldrd r2, r3, [r3, #16]\n\t"          /* src skip, q skip */                  \
+    "add r5, r4, r4, lsl #1\n\t"          /* 3 C */                               \
+    "3:\n\t"                                                                     \
+    quads                                                                        \
+    "add r0, r0, r2\n\t"                                                         \
+    "add r1, r1, r3\n\t"                                                         \
+    "subs lr, lr, #1\n\t"                                                        \
+    "bne 3b\n\t"                                                                 \
+    "pop {r4-r11, pc}\n\t"
+
+PLANES_NAKED static void fill_rows_12(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                      PLANES_ARG int32_t unused,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(FILL_ROWS_WHOLE(FILL_QUAD FILL_QUAD FILL_QUAD));
+}
+
+PLANES_NAKED static void fill_rows_24(PLANES_ARG const int8_t *src, PLANES_ARG uint32_t *q,
+                                      PLANES_ARG int32_t unused,
+                                      PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(FILL_ROWS_WHOLE(FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD
+                                     FILL_QUAD));
+}
+
+/*
+ * Every whole block of four channels of a call in one routine (stride 2 both ways,
+ * the fill's rows of exactly 12 or 24 columns: VWW's layers 11 and 7): per block its
+ * fill (FILL_ROWS_WHOLE's row loop, a row's last quad straight to the next row) and
+ * then its four channels. No call, C loop or frame setup per block. blocks_s2_six:
+ * 6x6 outputs, a channel's six rows straight (no row ends, no out_end); _twelve: rows
+ * of twelve, an even number of them, two a time. Arguments: p (the planes, as
+ * block_s2_six's), out, rec (channel 0's), args = {blocks, C, output bytes, src (the
+ * fill's, block 0), q (the fill's), offsets, rows, src step} (fill_setup's; src
+ * step: from a row's last quad to the next row, 4 C + its src skip; q's is a
+ * constant, a plane row less the quads before). The frame is block_s2_six's, 32
+ * bytes more: from r12 = sp + 48, [48] blocks left, [52] src of the next block, [56]
+ * q, [60] offsets, [64] rows, [68] src step; [28] and [32] hold the block's p and
+ * out (_six: only between its fill and channels). Between blocks out and the record
+ * need no change (the next channel's are the next block's first); p goes back to
+ * plane 0.
+ */
+#define HEX_BLOCKS_SETUP                                                         \
+    "push {r4-r11, lr}\n\t"                                                      \
+    "sub sp, sp, #128\n\t"                                                       \
+    "add r12, sp, #48\n\t"                                                       \
+    "strd r0, r1, [r12, #28]\n\t"                                                \
+    "str r2, [r12, #36]\n\t"                                                     \
+    "ldm r3!, {r4-r6}\n\t"                /* blocks, C, output bytes */          \
+    "str r4, [r12, #48]\n\t"                                                     \
+    "str r5, [r12, #8]\n\t"                                                      \
+    "lsl r8, r5, #1\n\t"                                                         \
+    "add r9, r5, r5, lsl #1\n\t"                                                 \
+    "strd r8, r9, [r12, #12]\n\t"                                                \
+    "str r6, [r12, #44]\n\t"                                                     \
+    "ldm r3, {r4-r8}\n\t"                 /* src, q, offsets, rows, src step */  \
+    "add r3, r12, #52\n\t"                                                       \
+    "stm r3, {r4-r8}\n\t"
+
+/* A block's fill (its last quad a row by last_quad), r12 back to the frame. */
+#define HEX_BLOCKS_FILL(quads, last_quad)                                        \
+    "0:\n\t"                              /* a block: its fill */                \
+    "ldr r4, [r12, #8]\n\t"               /* C */                                \
+    "ldrd r0, r1, [r12, #52]\n\t"         /* src, q */                           \
+    "add r3, r0, #4\n\t"                                                         \
+    "str r3, [r12, #52]\n\t"                                                     \
+    "ldrd r6, lr, [r12, #60]\n\t"         /* offsets, rows */                    \
+    "ldr r2, [r12, #68]\n\t"              /* 4 C + src skip */                   \
+    "add r5, r4, r4, lsl #1\n\t"          /* 3 C */                              \
+    "3:\n\t"                                                                     \
+    quads                                                                        \
+    last_quad                                                                    \
+    "subs lr, lr, #1\n\t"                                                        \
+    "bne 3b\n\t"                                                                 \
+    "add r12, sp, #48\n\t"                /* the fill used r12 */
+
+/* A block's end: the next block's fill, or the return. */
+#define HEX_BLOCKS_NEXT                                                          \
+    "ldr r3, [r12, #48]\n\t"                                                     \
+    "subs r3, r3, #1\n\t"                                                        \
+    "beq 9f\n\t"                                                                 \
+    "str r3, [r12, #48]\n\t"                                                     \
+    "b 0b\n\t"                                                                   \
+    "9:\n\t"                                                                     \
+    "add sp, sp, #128\n\t"                                                       \
+    "pop {r4-r11, pc}\n\t"
+
+/* A row's last fill quad: src by r2 (4 C + src skip) and q by q_bytes (256 bytes, a
+ * plane row, less the 8 of each quad before) to the next row. */
+#define BLOCKS_LAST_QUAD(q_bytes) FILL_QUAD_STEP("add r0, r0, r2\n\t", q_bytes)
+
+/* blocks_s2_six: [40] p's end (past the block's four planes, the same for all
+ * blocks), [44] output bytes less 1. A channel: its record into the frame (as
+ * HEX_CHANNEL), six rows (p moves 6 x 512 bytes, out the channel's output bytes),
+ * then p and out straight to the next channel's (64 bytes on from its start; 1). */
+#define HEX6_SETUP                                                               \
+    "ldr r6, [r12, #44]\n\t"                                                     \
+    "sub r6, r6, #1\n\t"                                                         \
+    "str r6, [r12, #44]\n\t"                                                     \
+    "add r4, r0, #256\n\t"                                                       \
+    "str r4, [r12, #40]\n\t"
+
+#define HEX6_CHANNELS                                                            \
+    "ldrd r0, r1, [r12, #28]\n\t"         /* the block's p and out */            \
+    "1:\n\t"                              /* a channel */                        \
+    "ldr r3, [r12, #36]\n\t"                                                     \
+    "ldm r3!, {r2, r4-r11}\n\t"           /* taps, bias, multiplier2, rsk */     \
+    "str r3, [r12, #36]\n\t"                                                     \
+    "strd r10, r11, [r12]\n\t"                                                   \
+    "add r3, sp, #24\n\t"                                                        \
+    "stm r3, {r2, r4-r8}\n\t"                                                    \
+    "strd r9, r9, [sp]\n\t"                                                      \
+    "strd r9, r9, [sp, #8]\n\t"                                                  \
+    "strd r9, r9, [sp, #16]\n\t"                                                 \
+    HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST HEX_FIRST                  \
+    "subw r0, r0, #(6 * 512 - 64)\n\t"                                           \
+    "ldr r3, [r12, #44]\n\t"                                                     \
+    "sub r1, r1, r3\n\t"                                                         \
+    "ldr r3, [r12, #40]\n\t"                                                     \
+    "cmp r0, r3\n\t"                                                             \
+    "bne 1b\n\t"                                                                 \
+    "str r1, [r12, #32]\n\t"              /* the next block's out */
+
+/* blocks_s2_twelve: [40] channels left. Two output rows' end, a channel's. */
+#define HEX12_CHANNELS_END                                                       \
+    "ldr r3, [r12, #24]\n\t"              /* out_end */                          \
+    "cmp r1, r3\n\t"                                                             \
+    "bne 2b\n\t"                                                                 \
+    "ldr r3, [r12, #40]\n\t"                                                     \
+    "subs r3, r3, #1\n\t"                                                        \
+    "str r3, [r12, #40]\n\t"                                                     \
+    "bne 1b\n\t"                                                                 \
+    "ldr r3, [r12, #28]\n\t"              /* p back to plane 0 */                \
+    "sub r3, r3, #256\n\t"                                                       \
+    "str r3, [r12, #28]\n\t"
+
+PLANES_NAKED static void blocks_s2_six(PLANES_ARG const uint32_t *p, PLANES_ARG int8_t *out,
+                                       PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                       PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(HEX_BLOCKS_SETUP HEX6_SETUP
+                     HEX_BLOCKS_FILL(FILL_QUAD FILL_QUAD, BLOCKS_LAST_QUAD("240"))
+                     HEX6_CHANNELS HEX_BLOCKS_NEXT);
+}
+
+PLANES_NAKED static void blocks_s2_twelve(PLANES_ARG const uint32_t *p,
+                                          PLANES_ARG int8_t *out,
+                                          PLANES_ARG const kiln_dw_planes_channel_t *rec,
+                                          PLANES_ARG const uint32_t *args)
+{
+    __asm__ volatile(HEX_BLOCKS_SETUP
+                     HEX_BLOCKS_FILL(FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD FILL_QUAD,
+                                     BLOCKS_LAST_QUAD("216"))
+                     "movs r3, #4\n\t"
+                     "str r3, [r12, #40]\n\t"
+                     HEX_CHANNEL HEX_FIRST HEX_SECOND HEX_FIRST HEX_SECOND
+                     HEX12_CHANNELS_END HEX_BLOCKS_NEXT);
+}
+
 #define PLANES_ASM 1
 #endif
 
@@ -575,8 +793,90 @@ static inline uint32_t load_px(const int8_t *p, int32_t n)
     return n == 4 ? kiln_load_s8x4(p) : load_partial(p, n);
 }
 
-/* The image part of the four planes of channels c.. c + n - 1: plane column px
- * holds input column px - pad_w; words outside the image keep their zeros. */
+#if defined(PLANES_ASM)
+typedef void fill_fn_t(const int8_t *src, uint32_t *q, int32_t unused, const uint32_t *args);
+
+/* fill_rows' call for blocks of four channels, the same for all blocks of a call:
+ * its function, the word offset of q in the planes and its args. */
+typedef struct {
+    fill_fn_t *fn;
+    size_t q;
+    uint32_t args[7];
+} fill_call_t;
+
+/* 0 when no image word lies in the columns read (no fill at all). */
+static int fill_setup(fill_call_t *f, int32_t rows, int32_t cols, int32_t in_h,
+                      int32_t in_w, int32_t in_c, int32_t pad_h, int32_t pad_w,
+                      uint32_t off2)
+{
+    /* Input columns [0, ix_end) land in the columns read (plane columns [pad_w, cols));
+     * the plane rows of image rows: [pad_h, min(rows, in_h + pad_h)). */
+    int32_t ix_end = cols - pad_w;
+    ix_end = ix_end < in_w ? ix_end : in_w;
+    const int32_t py_end = rows < in_h + pad_h ? rows : in_h + pad_h;
+    if (ix_end <= 0 || py_end <= pad_h) {
+        return 0;
+    }
+    const int32_t odd = pad_w & 1;
+    const int32_t rest = ix_end - odd;
+    const uint32_t flags = (uint32_t)odd | (uint32_t)(rest & 1) << 1 |
+                           (uint32_t)(rest & 2) << 1;
+    /* Columns src and words q move along a row: the lone first column's, the
+     * quads' and the pair's (a last lone column is read and written in place). */
+    const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
+    const uint32_t q_words = (uint32_t)(odd + rest / 2);
+    PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
+    f->fn = flags != 0    ? fill_rows
+            : rest == 12    ? fill_rows_12
+            : rest == 24    ? fill_rows_24
+                            : fill_rows_quads;
+    f->q = (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2);
+    f->args[0] = (uint32_t)in_c;
+    f->args[1] = off2;
+    f->args[2] = flags;
+    f->args[3] = (uint32_t)(py_end - pad_h);
+    f->args[4] = ((uint32_t)in_w - src_cols) * (uint32_t)in_c;
+    f->args[5] = 4u * (PLANE_ROW - q_words);
+    f->args[6] = 8u * (uint32_t)(rest / 4);
+    return 1;
+}
+/* Stride 2 both ways, 6x6 outputs or rows of twelve (an even number of them), fills
+ * of whole rows of 12 or 24 columns (VWW's layers 11 and 7): all whole blocks of
+ * four channels of image (a batch's) in one call (blocks_s2_six, _twelve), the fill's
+ * arguments as fill_setup sets them. The channels done: 0 where they do not apply.
+ * Out of line, the fill set up again: the caller's block loop keeps its registers. */
+static KILN_NOINLINE int32_t blocks_s2(const kiln_conv_params_t *p,
+                                       const kiln_dims_t *input_dims,
+                                       const kiln_dims_t *output_dims, uint32_t *planes,
+                                       const int8_t *image, int8_t *out,
+                                       const kiln_dw_planes_channel_t *channels,
+                                       uint32_t off2)
+{
+    const int32_t in_c = input_dims->c;
+    const int32_t out_w = output_dims->w;
+    fill_call_t fill;
+    if (in_c < 4 || (out_w == 6 ? output_dims->h != 6
+                                : out_w != 12 || (output_dims->h & 1) != 0) ||
+        p->stride.w != 2 || p->stride.h != 2 ||
+        !fill_setup(&fill, plane_rows(output_dims->h, 2), 2 * plane_row_words(out_w, 2),
+                    input_dims->h, input_dims->w, in_c, p->padding.h, p->padding.w, off2) ||
+        fill.fn != (out_w == 6 ? fill_rows_12 : fill_rows_24) ||
+        fill.args[5] + 8u * (uint32_t)out_w / 2u != 4u * PLANE_ROW) {
+        return 0;
+    }
+    const size_t out_bytes = (size_t)output_dims->h * (size_t)out_w * (size_t)in_c;
+    const uint32_t args[8] = {
+        (uint32_t)in_c / 4u, (uint32_t)in_c, (uint32_t)out_bytes, (uint32_t)(uintptr_t)image,
+        (uint32_t)(uintptr_t)(planes + fill.q), fill.args[1], fill.args[3],
+        4u * (uint32_t)in_c + fill.args[4]};
+    (out_w == 6 ? blocks_s2_six : blocks_s2_twelve)(planes, out, channels, args);
+    return in_c & ~3;
+}
+#endif
+
+/* The image part of the four planes of channels c.. c + n - 1 in C (host, M3, and a
+ * last block of fewer than four channels): plane column px holds input column
+ * px - pad_w; words outside the image keep their zeros. */
 static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8_t *image,
                         int32_t in_h, int32_t in_w, int32_t in_c, int32_t pad_h,
                         int32_t pad_w, int32_t n, uint32_t off2)
@@ -587,30 +887,6 @@ static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8
     if (ix_end <= 0) {
         return;
     }
-#if defined(PLANES_ASM)
-    if (n == 4) {
-        /* The plane rows of image rows: [pad_h, min(rows, in_h + pad_h)). */
-        const int32_t py_end = rows < in_h + pad_h ? rows : in_h + pad_h;
-        if (py_end <= pad_h) {
-            return;
-        }
-        const int32_t odd = pad_w & 1;
-        const int32_t rest = ix_end - odd;
-        const uint32_t flags = (uint32_t)odd | (uint32_t)(rest & 1) << 1 |
-                               (uint32_t)(rest & 2) << 1;
-        /* Columns src and words q move along a row: the lone first column's, the
-         * quads' and the pair's (a last lone column is read and written in place). */
-        const uint32_t src_cols = (uint32_t)(ix_end - (rest & 1));
-        const uint32_t q_words = (uint32_t)(odd + rest / 2);
-        PLANES_STATIC_ASSERT(PLANE_RW == 16);   /* fill_rows' offsets: 64-byte planes */
-        const uint32_t args[7] = {
-            (uint32_t)in_c, off2, flags, (uint32_t)(py_end - pad_h),
-            ((uint32_t)in_w - src_cols) * (uint32_t)in_c, 4u * (PLANE_ROW - q_words),
-            8u * (uint32_t)(rest / 4)};
-        fill_rows(image, planes + (size_t)pad_h * PLANE_ROW + (size_t)(pad_w / 2), 0, args);
-        return;
-    }
-#endif
     for (int32_t py = 0; py < rows; ++py) {
         const int32_t iy = py - pad_h;
         if (iy < 0 || iy >= in_h) {
@@ -663,25 +939,42 @@ static void fill_planes(uint32_t *planes, int32_t rows, int32_t cols, const int8
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
+static inline void zero_word4(uint32_t *r)
+{
+    r[0] = 0;
+    r[PLANE_RW] = 0;
+    r[2 * PLANE_RW] = 0;
+    r[3 * PLANE_RW] = 0;
+}
+
 static void zero_ring(uint32_t *planes, int32_t rows, int32_t row_words, int32_t py0,
                       int32_t py1, int32_t w0, int32_t w1)
 {
+    w0 = w0 < row_words ? w0 : row_words;
     w1 = w1 < row_words ? w1 : row_words;
-    for (int32_t py = 0; py < rows; ++py) {
-        uint32_t *r = planes + (size_t)py * PLANE_ROW;
-        const int inside = py >= py0 && py < py1;
-        const int32_t left = inside ? w0 : row_words;
-        const int32_t right = inside ? w1 : row_words;
-        if (left == 0 && right == row_words) {
-            continue;
+    py1 = py1 > py0 ? py1 : py0;
+    for (int32_t py = 0; py < rows; ++py) {     /* the rows outside: whole */
+        if (py == py0) {
+            py = py1;
+            if (py >= rows) {
+                break;
+            }
         }
-        for (uint32_t *const end = r + 4 * PLANE_RW; r < end; r += PLANE_RW) {
-            for (int32_t w = 0; w < left; ++w) {
-                r[w] = 0;
+        for (int32_t w = 0; w < row_words; ++w) {
+            zero_word4(planes + (size_t)py * PLANE_ROW + (size_t)w);
+        }
+    }
+    /* The rows inside: a column at a time down them (VWW: the right pad's). */
+    for (int32_t w = 0; w < row_words; ++w) {
+        if (w == w0) {
+            w = w1;
+            if (w >= row_words) {
+                break;
             }
-            for (int32_t w = right; w < row_words; ++w) {
-                r[w] = 0;
-            }
+        }
+        uint32_t *r = planes + (size_t)py0 * PLANE_ROW + (size_t)w;
+        for (int32_t py = py0; py < py1; ++py, r += PLANE_ROW) {
+            zero_word4(r);
         }
     }
 }
@@ -744,18 +1037,12 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
                                           const kiln_dims_t *filter_dims,
                                           const kiln_dims_t *output_dims, int8_t *output)
 {
-    if (ctx == NULL || ctx->buf == NULL || ((uintptr_t)ctx->buf & 3u) != 0 || params == NULL ||
-        !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        channels == NULL || ((uintptr_t)channels & 3u) != 0 || input == NULL ||
-        output == NULL || !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
-        !kiln_dims_valid(output_dims) ||
-        !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||
-        input_dims->n != output_dims->n || filter_dims->n != 1 ||
-        filter_dims->c != input_dims->c || output_dims->c != input_dims->c ||
-        filter_dims->h != 3 || filter_dims->w != 3 || params->conv.dilation.h != 1 ||
-        params->conv.dilation.w != 1 ||
-        kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims) == 0 ||
-        ctx->size < kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims)) {
+    if (!kiln_dw3x3_records_args_valid(ctx, params, channels, input_dims, input, filter_dims,
+                                       output_dims, output)) {
+        return KILN_ERR_ARG;
+    }
+    const int32_t scratch = kiln_dwconv2d_3x3_planes_s8_get_buffer_size(&params->conv, output_dims);
+    if (scratch == 0 || ctx->size < scratch) {
         return KILN_ERR_ARG;
     }
     const kiln_conv_params_t *p = &params->conv;
@@ -784,40 +1071,54 @@ kiln_status_t kiln_dwconv2d_3x3_planes_s8(const kiln_context_t *ctx,
     const size_t image_bytes = (size_t)input_dims->h * (size_t)input_dims->w * (size_t)in_c;
     const size_t out_bytes = (size_t)output_dims->h * (size_t)output_dims->w * (size_t)in_c;
 #if defined(PLANES_ASM)
-    /* The assembly rows: full range, at least one pair a row; 3x3 maps whose last
-     * pixel's third taps are padding (equal strides) unrolled. */
+    /* The assembly rows: full range, at least one pair a row. */
     const int use_asm = full_range && output_dims->w >= 2;
-    const int tiny = output_dims->h == 3 && output_dims->w == 3 &&
-                     p->stride.h == p->stride.w &&
-                     2 * p->stride.w + 2 >= p->padding.w + input_dims->w;
-    uint32_t tiny_args[3] = {
-        4, (uint32_t)in_c,
-        (uint32_t)(p->padding.h >= 1) |
-            (uint32_t)(2 * p->stride.h + 2 >= p->padding.h + input_dims->h) << 1};
     const uint32_t pairs = (uint32_t)output_dims->w / 2;
     const uint32_t advance = (uint32_t)p->stride.w * 4u * pairs;     /* p's, a row */
     uint32_t args[5] = {
         0, (uint32_t)in_c, (uint32_t)out_bytes, 2u * pairs * (uint32_t)in_c,
         4u * (uint32_t)p->stride.h * PLANE_ROW - advance};
+    fill_call_t fill;
+    const int fill_asm = fill_setup(&fill, rows, cols, input_dims->h, input_dims->w, in_c,
+                                    p->padding.h, p->padding.w, off2);
+    /* Stride 2 both ways on rows of six or twelve: six pixels a time (block_s2_six,
+     * _twelve). */
+    const int six = (output_dims->w == 6 || output_dims->w == 12) && p->stride.h == 2;
+    uint32_t six_args[3] = {0, (uint32_t)in_c, (uint32_t)out_bytes};
+    /* ... all whole blocks in one call where blocks_s2_six / _twelve apply. */
+    const int blocks = use_asm && six && p->stride.w == 2 && fill_asm;
 #endif
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
-        for (int32_t c = 0; c < in_c; c += 4) {
-            const int32_t n = in_c - c < 4 ? in_c - c : 4;
-            fill_planes(planes, rows, cols, image + c, input_dims->h, input_dims->w, in_c,
-                        p->padding.h, p->padding.w, n, off2);
+        int32_t c0 = 0;
 #if defined(PLANES_ASM)
-            if (use_asm && tiny) {
-                tiny_args[0] = (uint32_t)n;
-                (p->stride.w == 2 ? block_3x3_s2 : block_3x3_s1)(planes, out + c,
-                                                                 channels + c, tiny_args);
-                continue;
+        if (blocks) {
+            c0 = blocks_s2(p, input_dims, output_dims, planes, image, out, channels, off2);
+        }
+#endif
+        for (int32_t c = c0; c < in_c; c += 4) {
+            const int32_t n = in_c - c < 4 ? in_c - c : 4;
+#if defined(PLANES_ASM)
+            if (n == 4) {
+                if (fill_asm) {
+                    fill.fn(image + c, planes + fill.q, 0, fill.args);
+                }
+            } else
+#endif
+            {
+                fill_planes(planes, rows, cols, image + c, input_dims->h, input_dims->w,
+                            in_c, p->padding.h, p->padding.w, n, off2);
             }
+#if defined(PLANES_ASM)
             if (use_asm) {
                 args[0] = (uint32_t)n;
+                six_args[0] = (uint32_t)n;
                 const int odd = output_dims->w & 1;
-                if (p->stride.w == 2) {
+                if (p->stride.w == 2 && six) {
+                    (output_dims->w == 6 ? block_s2_six : block_s2_twelve)(
+                        planes, out + c, channels + c, six_args);
+                } else if (p->stride.w == 2) {
                     (odd ? block_s2_odd : block_s2_even)(planes, out + c, channels + c, args);
                 } else {
                     (odd ? block_s1_odd : block_s1_even)(planes, out + c, channels + c, args);

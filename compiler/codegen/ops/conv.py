@@ -270,9 +270,19 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 # Stride 2, a channel at a time over a ring of one widened line
                 # (dwconv_3x3_s2ring.c), any C, in raster order (its output may sit
                 # exactly on its input, ops/inplace.py): leads where the planes do not
-                # fit the rows (VWW's 48x48x16 layer).
-                lead = not _dw_planes_scratch(shape)
+                # fit the rows (VWW's 48x48x16 layer), where its assembly runs (a clamped
+                # output takes its C path, about 7 instructions a MAC on the M4).
+                lead = target.dsp and not shape.clamped and not _dw_planes_scratch(shape)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_s2ring"})
+            if kh == kw == 3 and shape.dilation == (1, 1) and _dw_tiny_scratch(shape):
+                # 3x3 output maps, only the taps in the image (dwconv_3x3_tiny.c): leads
+                # where its straight-line assembly runs (DSP cores, full-range output,
+                # C >= 4: 3x3 -> 3x3 at stride 1 and 6x6 -> 3x3 at stride 2, SAME): on
+                # QEMU mps2-an386 VWW's 3x3x32 1.64 instructions/MAC (planes 2.76), its
+                # 3x3x28 stride 2 2.26 (planes 3.64). Its C path comes last: on
+                # mps2-an385 about twice the 3x3 kernel's instructions on those layers.
+                lead = target.dsp and not shape.clamped and fc >= 4 and _dw_tiny_asm(shape)
+                blocked.insert(0 if lead else len(blocked), {"variant": "3x3_tiny"})
             if fc >= 4:
                 blocked.append({"variant": "channels", "ch_block": 4})
         # One input channel: output channel oc is a CONV_2D filter over that channel, so
@@ -309,7 +319,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         # the pixel-pair and plane ones (measured on the M4; their plain-C twins are
         # untimed here).
         older = [k for k in blocked
-                 if not k["variant"].startswith(("3x3_px2", "3x3_planes", "3x3_s2ring"))]
+                 if not k["variant"].startswith(("3x3_px2", "3x3_planes", "3x3_s2ring",
+                                                 "3x3_tiny"))]
         if older and older[0]["variant"] == "3x3":
             return older[:1] + plain + [k for k in blocked if k is not older[0]]
     return plain + blocked
@@ -353,6 +364,26 @@ def _dw_planes_scratch(shape: LayerShape) -> int:
     if stride_w > 2 or ((out_w - 1) * stride_w + 4) // 2 > _DW_PLANES_ROW_WORDS:
         return 0
     return 4 * 4 * _DW_PLANES_ROW_WORDS * ((out_h - 1) * stride_h + 3)
+
+
+def _dw_tiny_scratch(shape: LayerShape) -> int:
+    """kiln_dwconv2d_3x3_tiny_s8_get_buffer_size: the int16 pairs of a block of four
+    channels (six input rows of three pairs at most); 0 where it does not apply (output
+    maps other than 3x3, strides above 2)."""
+    if shape.output[1:3] != (3, 3) or max(shape.stride) > 2:
+        return 0
+    return 6 * 3 * 4 * 4
+
+
+def _dw_tiny_asm(shape: LayerShape) -> bool:
+    """The geometries kiln_dwconv2d_3x3_tiny_s8 runs in assembly on DSP cores: a square
+    input of 3 at stride 1 with one pixel of padding, or of 6 at stride 2 with none
+    before (SAME)."""
+    (_, in_h, in_w, _), (stride_h, stride_w) = shape.input, shape.stride
+    pad_h, pad_w = shape.padding
+    if in_h != in_w or stride_h != stride_w or pad_h != pad_w:
+        return False
+    return (in_w, stride_w, pad_w) in ((3, 1, 1), (6, 2, 0))
 
 
 def _pick(op: str, shape: LayerShape, target: Target, knobs: dict | None) -> dict:
@@ -401,6 +432,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
         return Variant("kiln_dwconv2d_3x3_planes_s8", k, _dw_planes_scratch(shape))
     if k["variant"] == "3x3_s2ring":     # a ring of one line of W + 1 int16 pairs
         return Variant("kiln_dwconv2d_3x3_s2ring_s8", k, 4 * (shape.output[2] + 1))
+    if k["variant"] == "3x3_tiny":
+        return Variant("kiln_dwconv2d_3x3_tiny_s8", k, _dw_tiny_scratch(shape))
     if k["variant"] in ("3x3_px2", "3x3_px2v"):     # a ring of three lines of tile + 2 words
         return Variant(f"kiln_dwconv2d_{k['variant']}_s8", k, 12 * (k["tile"] + 2))
     return Variant(_DW_KERNELS[k["variant"], k["ch_block"]], k, shape.input[3])
@@ -966,7 +999,8 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
     simd = v.knobs["variant"] != "generic"
     args = ["&params, quant" if simd else "&params, &quant",
             f"&input_dims, {ctx.ptr(x)}", "", f"&output_dims, {ctx.ptr(y)}"]
-    if v.knobs["variant"] == "3x3_planes":
+    planes = v.knobs["variant"] in ("3x3_planes", "3x3_tiny")
+    if planes:
         # One record a channel (conv.h kiln_dw_planes_channel_t), the kernel LDMs it.
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         records = planes_channels(w.data, unfolded, table, int(qparams(y)[1]))
@@ -1000,7 +1034,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
         quant = _quant_c(ctx, mult, shift)
         bias_name = ctx.ptr(b) if b is not None else "NULL"
         filter_name = ctx.ptr(w)
-    if v.knobs["variant"] != "3x3_planes":
+    if not planes:
         args[2] = f"&filter_dims, {filter_name}, {bias_name}"
     lines = [
         _conv_params_c("kiln_dwconv_params_t", g, x, y, act,
