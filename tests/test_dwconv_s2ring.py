@@ -5,7 +5,8 @@ and mps2-an385 (Cortex-M3, plain C); and written exactly over its input (delta 0
 of ops/inplace.py on its raster order) through forced_build.
 
 Cases: stride 2, SAME (pad 0 or 1 before: even or odd sizes) and VALID, odd and even widths,
-C % 4 != 0, tiny maps (every tap but a few padding), clamps (RELU6), extreme zero points.
+C % 4 != 0, tiny maps (every tap but a few padding), clamps (RELU6), extreme zero points,
+16 channels at in_w = 2 out_w (the rows with immediate offsets).
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ def s2ring_cases(seed: int, n: int | None = None) -> list:
         (6, 7, 10, "VALID", "RELU6", None, None), (13, 5, 6, "SAME", "NONE", None, None),
         (4, 3, 3, "SAME", "NONE", None, None), (2, 1, 2, "SAME", "RELU6", None, None),
         (7, 2, 1, "SAME", "NONE", None, None), (9, 3, 4, "VALID", "NONE", None, None),
-        (8, 6, 13, "SAME", "NONE", -128, 127), (5, 13, 9, "SAME", "RELU", 127, -128)]
+        (8, 6, 13, "SAME", "NONE", -128, 127), (5, 13, 9, "SAME", "RELU", 127, -128),
+        # 16 channels, in_w = 2 out_w, out_w even: s2ring_rows16 (pad 0 or 1 on top, one
+        # pair or more a row, both requantizations, the last row's bottom padding).
+        (16, 8, 16, "SAME", "NONE", None, None), (16, 9, 8, "SAME", "NONE", -128, None),
+        (16, 10, 20, "SAME", "NONE", 127, -128)]
     return [dwconv_case(rng, 700 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h, w=w,
                         sh=2, sw=2, padding=padding, act=act, **({} if n is None else {"n": n}),
                         **({} if x_zp is None else {"x_zp": x_zp}),

@@ -21,11 +21,12 @@
  * third column, and a last output row whose bottom row is padding) runs in
  * assembly on DSP cores for the full int8 clamp (s2ring_row_fix / _m128), the rest
  * in C; where the assembly covers whole rows (SAME with no padding left or top),
- * one call runs a channel's rows. On QEMU mps2-an386: 2.98 instructions a MAC on
- * VWW's 24x24x16 layer from 48x48 (247,246; the w8 kernel in one-row bands 4.34),
- * of which the pairs of outputs take 2.45 (24 a pixel), each row's first and last
- * outputs 0.27, each channel's set-up, first ring line and last row's call the
- * rest.
+ * one call runs a channel's rows. At 16 channels with in_w = 2 out_w (VWW's
+ * 48x48x16) the rows run in s2ring_rows16_fix / _m128: immediate pixel offsets and
+ * unrolled pairs, 41 instructions a pair of outputs against 48 plus pointer adds
+ * and loop, and the last row (bottom padding) too. On QEMU mps2-an386: 2.34
+ * instructions a MAC on VWW's 24x24x16 layer from 48x48 (194,154; 2.98 with the
+ * generic rows, the w8 kernel in one-row bands 4.34).
  *
  * Each channel's outputs are written in raster order (whole output rows), every
  * output after the inputs it reads (the ring's earlier): the layer may write its
@@ -83,6 +84,15 @@ static KILN_ALWAYS_INLINE int32_t s2ring_px(const s2ring_layer_t *g, const int8_
                                             int32_t ix)
 {
     return row != NULL && ix >= 0 && ix < g->in_w ? row[(size_t)ix * g->pix] : g->zp;
+}
+
+/* Ring word m of a row at this channel (NULL: a padding row): its pixels 2m - pad_left
+ * and + 1, the second the zero point in the last word (no output's tap). */
+static void s2ring_ring_word(const s2ring_layer_t *g, uint32_t *ring, const int8_t *row,
+                             int32_t m)
+{
+    const int32_t ix = 2 * m - g->pad_l;
+    ring[m] = s2ring_pack(s2ring_px(g, row, ix), m < g->out_w ? s2ring_px(g, row, ix + 1) : g->zp);
 }
 
 /* Output ox where some of its taps along x (or a whole row) may be padding. */
@@ -298,6 +308,165 @@ S2RING_NAKED static void s2ring_row_m128(S2RING_ARG uint32_t *q, S2RING_ARG cons
 {
     S2RING_ROW_ASM("", "");
 }
+
+/*
+ * Whole rows of a channel at 16 channels a pixel (pix = 16: VWW's 48x48x16), for
+ * SAME with no padding left and in_w = 2 out_w (the last output's third column of
+ * taps is padding), out_w <= 2 S2RING16_PAIRS + 2: q, xm, xb and out at the first
+ * row's output 0, k as s2ring_row_fix's but skip (S2RING16_PAIRS less the row's
+ * (out_w - 2) / 2 pairs) in place of end, then rows, in_adv (from where a row
+ * leaves xm and xb to the next row's pixel 0) and the ring's rewind in bytes.
+ * The pixel offsets are immediates, the input pointers move by a load's
+ * writeback and the pairs are unrolled (a row jumps to its first pair from the
+ * end: every copy is the same code), which frees r9 for a1: a pair takes 41
+ * instructions, against the loop's 48 plus pointer adds and end's load. A row is
+ * its pairs, then the last two outputs together, the second without its third
+ * column of taps (bias_short); outputs follow each other from a row to the next
+ * (out_row = out_w * pix). The ring's word out_w (ring pixels 2 out_w, + 1) is
+ * never written: the zero point of the first ring line, read by no output here.
+ * Each variant's unrolled pairs take 2 KB of flash; without the rounding
+ * correction (output zero point -128, VWW's) a pair takes 39 instructions (9,030
+ * fewer on VWW's layer).
+ */
+#define S2RING16_PAIRS 11          /* VWW's 24 outputs a row: 11 pairs and the last two */
+
+/* Outputs (ox, ox + 1) of a row at 16 channels, r7 and lr (S2RING16_ROWS_ASM). */
+#define S2RING16_MID_BOT(LAST)                                                  \
+    "ldrsb r4, [r1, #16]\n\t"           /* middle row: pixels 1 .. 3 */         \
+    "ldrsb r5, [r1, #32]\n\t"                                                   \
+    "ldrsb r6, [r1, #48]\n\t"                                                   \
+    "pkhbt r10, r10, r4, lsl #16\n\t"                                           \
+    "pkhbt r4, r5, r6, lsl #16\n\t"                                             \
+    "smlad r7, r10, r9, r7\n\t"                                                 \
+    "smlabt r7, r5, r12, r7\n\t"                                                \
+    "smlad lr, r4, r9, lr\n\t"                                                  \
+    LAST("ldrsb r10, [r1, #64]!\n\t"    /* pixel 4: the next pair's 0 */        \
+         "smlabt lr, r10, r12, lr\n\t")                                         \
+    "ldrsb r4, [r2, #16]\n\t"           /* bottom row: pixels 1 .. 3 */         \
+    "ldrsb r5, [r2, #32]\n\t"                                                   \
+    "ldrsb r6, [r2, #48]\n\t"                                                   \
+    "pkhbt r11, r11, r4, lsl #16\n\t"                                           \
+    "pkhbt r4, r5, r6, lsl #16\n\t"                                             \
+    LAST("strd r11, r4, [r0], #8\n\t")  /* the next row's ring words */         \
+    "ldrd r6, r12, [sp, #20]\n\t"       /* a2, w22 */                           \
+    "smlad r7, r11, r6, r7\n\t"                                                 \
+    "smlabb r7, r5, r12, r7\n\t"                                                \
+    "smlad lr, r4, r6, lr\n\t"                                                  \
+    LAST("ldrsb r11, [r2, #64]!\n\t"    /* pixel 4 */                           \
+         "smlabb lr, r11, r12, lr\n\t")
+
+#define S2RING16_OUT(FIX7, FIXLR)                                               \
+    "ldrd r4, r5, [sp, #28]\n\t"        /* multiplier2, rsk */                  \
+    "smmlar r7, r7, r4, r7\n\t"                                                 \
+    "smmlar lr, lr, r4, lr\n\t"                                                 \
+    FIX7                                                                        \
+    FIXLR                                                                       \
+    "asr r7, r7, r5\n\t"                                                        \
+    "asr lr, lr, r5\n\t"                                                        \
+    "add r7, r7, r5, asr #8\n\t"                                                \
+    "add lr, lr, r5, asr #8\n\t"                                                \
+    "ssat r7, #8, r7, asr #1\n\t"                                               \
+    "ssat lr, #8, lr, asr #1\n\t"                                               \
+    "strb r7, [r3], #16\n\t"                                                    \
+    "strb lr, [r3], #16\n\t"
+
+#define S2RING16_ALL(x) x
+#define S2RING16_NONE(x)
+#define S2RING16_STR(x) #x
+#define S2RING16_XSTR(x) S2RING16_STR(x)
+
+#define S2RING16_ROWS_ASM(FIX7, FIXLR)                                          \
+    __asm__ volatile(                                                           \
+        "push {r4-r11, lr}\n\t"                                                 \
+        "ldr r12, [sp, #36]\n\t"            /* k */                             \
+        "sub sp, sp, #64\n\t"                                                   \
+        "ldm r12!, {r4-r11}\n\t"                                                \
+        "stm sp, {r4-r11}\n\t"                                                  \
+        "ldm r12, {r4-r11}\n\t"             /* rsk .. flags, rows, steps */     \
+        "add r12, sp, #32\n\t"                                                  \
+        "stm r12, {r4-r11}\n\t"                                                 \
+        "ldr r9, [sp, #16]\n\t"             /* a1 */                            \
+        "b 8f\n\t"                                                              \
+        "0:\n\t"                            /* an output row */                 \
+        "ldrsb r10, [r1]\n\t"                                                   \
+        "ldrsb r11, [r2]\n\t"                                                   \
+        "ldr r4, [sp, #40]\n\t"             /* its first pair */                \
+        "bx r4\n\t"                                                             \
+        "6:\n\t"                                                                \
+        ".rept " S2RING16_XSTR(S2RING16_PAIRS) "\n\t"                           \
+        "ldm r0, {r4, r5, r6}\n\t"          /* ring words ox .. ox + 2 */       \
+        "ldm sp, {r7, r8, r12, lr}\n\t"     /* bias, a0, w0212, bias */         \
+        "smlad r7, r4, r8, r7\n\t"                                              \
+        "smlabb r7, r5, r12, r7\n\t"                                            \
+        "smlad lr, r5, r8, lr\n\t"                                              \
+        "smlabb lr, r6, r12, lr\n\t"                                            \
+        S2RING16_MID_BOT(S2RING16_ALL)                                          \
+        S2RING16_OUT(FIX7, FIXLR)                                               \
+        ".endr\n\t"                                                             \
+        "7:\n\t"                            /* the last two outputs */          \
+        "ldm r0, {r4, r5}\n\t"                                                  \
+        "ldm sp, {r7, r8, r12}\n\t"         /* bias, a0, w0212 */               \
+        "ldr lr, [sp, #44]\n\t"             /* bias_short */                    \
+        "smlad r7, r4, r8, r7\n\t"                                              \
+        "smlabb r7, r5, r12, r7\n\t"                                            \
+        "smlad lr, r5, r8, lr\n\t"                                              \
+        S2RING16_MID_BOT(S2RING16_NONE)                                         \
+        "strd r11, r4, [r0]\n\t"                                                \
+        S2RING16_OUT(FIX7, FIXLR)                                               \
+        "ldr r4, [sp, #52]\n\t"             /* rows left */                     \
+        "subs r4, r4, #1\n\t"                                                   \
+        "beq 5f\n\t"                                                            \
+        "str r4, [sp, #52]\n\t"                                                 \
+        "ldrd r4, r5, [sp, #56]\n\t"        /* in_adv, the ring's rewind */     \
+        "add r1, r1, r4\n\t"                                                    \
+        "add r2, r2, r4\n\t"                                                    \
+        "sub r0, r0, r5\n\t"                                                    \
+        "b 0b\n\t"                                                              \
+        "5:\n\t"                                                                \
+        "add sp, sp, #64\n\t"                                                   \
+        "pop {r4-r11, pc}\n\t"                                                  \
+        "8:\n\t"                            /* the first pair: 6 + skip pairs */ \
+        "adr r4, 6b\n\t"                                                        \
+        "ldr r5, [sp, #36]\n\t"             /* skip */                          \
+        "mov r6, #((7b - 6b) / " S2RING16_XSTR(S2RING16_PAIRS) ")\n\t"          \
+        "mla r4, r5, r6, r4\n\t"                                                \
+        "orr r4, r4, #1\n\t"                                                    \
+        "str r4, [sp, #40]\n\t"                                                 \
+        "b 0b\n\t")
+
+S2RING_NAKED static void s2ring_rows16_fix(S2RING_ARG uint32_t *q, S2RING_ARG const int8_t *xm,
+                                           S2RING_ARG const int8_t *xb, S2RING_ARG int8_t *out,
+                                           S2RING_ARG const uint32_t *k)
+{
+    S2RING16_ROWS_ASM("add r7, r7, r7, asr #31\n\t", "add lr, lr, lr, asr #31\n\t");
+}
+
+S2RING_NAKED static void s2ring_rows16_m128(S2RING_ARG uint32_t *q, S2RING_ARG const int8_t *xm,
+                                            S2RING_ARG const int8_t *xb, S2RING_ARG int8_t *out,
+                                            S2RING_ARG const uint32_t *k)
+{
+    S2RING16_ROWS_ASM("", "");
+}
+
+#undef S2RING16_ROWS_ASM
+#undef S2RING16_MID_BOT
+#undef S2RING16_OUT
+#undef S2RING16_ALL
+#undef S2RING16_NONE
+#undef S2RING16_STR
+#undef S2RING16_XSTR
+
+/* s2ring_rows16_fix's k from a row's (kv): the pairs it skips, rows and steps. */
+static void s2ring_k16(uint32_t *k16, const uint32_t *kv, const s2ring_layer_t *g,
+                       int32_t rows, size_t in_row)
+{
+    const int32_t pairs = (g->out_w - 2) / 2;
+    memcpy(k16, kv, 16 * sizeof *k16);
+    k16[9] = (uint32_t)(S2RING16_PAIRS - pairs);
+    k16[13] = (uint32_t)rows;
+    k16[14] = (uint32_t)(2 * in_row - (size_t)pairs * 4 * g->pix);
+    k16[15] = (uint32_t)(8 * pairs);
+}
 #undef S2RING_ROW_ASM
 #undef S2RING_REQ
 #define S2RING_ASM 1
@@ -474,13 +643,36 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
             /* Filter row 0's input row of output row 0 into the ring. */
             const int8_t *top = -g.pad_t >= 0 && -g.pad_t < g.in_h
                                     ? image + (size_t)(-g.pad_t) * in_row + c : NULL;
-            for (int32_t m = 0; m <= g.out_w; ++m) {
-                const int32_t ix = 2 * m - g.pad_l;
-                ring[m] = s2ring_pack(s2ring_px(&g, top, ix),
-                                      m < g.out_w ? s2ring_px(&g, top, ix + 1) : g.zp);
+            const int32_t ring_lo = top != NULL ? g.ox_lo : g.out_w;
+            const int32_t ring_hi =
+                top != NULL && g.in_w - 2 + g.pad_l >= 0
+                    ? kiln_max_i32(kiln_min_i32((g.in_w - 2 + g.pad_l) / 2 + 1, g.out_w), ring_lo)
+                    : ring_lo;
+            int32_t m = 0;
+            for (; m < ring_lo; ++m) {
+                s2ring_ring_word(&g, ring, top, m);
+            }
+            if (m < ring_hi) {
+                /* Words whose two pixels are in the image: no bounds to test. */
+                const int8_t *x = top + (size_t)(2 * m - g.pad_l) * g.pix;
+                for (; m < ring_hi; ++m) {
+                    ring[m] = s2ring_pack(x[0], x[g.pix]);
+                    x += 2 * g.pix;
+                }
+            }
+            for (; m <= g.out_w; ++m) {
+                s2ring_ring_word(&g, ring, top, m);
             }
             int32_t oy = 0;
 #if defined(S2RING_ASM)
+            /* At 16 channels (VWW's 48x48x16), the rows with pixel offsets as
+             * immediates (s2ring_rows16_fix): SAME with no padding left, in_w =
+             * 2 out_w. */
+            const int rows16 = use_asm && g.pix == 16 && g.ox_lo == 0 && g.pad_l == 0 &&
+                               g.asm_end == g.out_w && (g.asm_flags & 2u) &&
+                               g.out_w % 2 == 0 && g.out_w >= 2 &&
+                               g.out_w <= 2 * S2RING16_PAIRS + 2;
+            uint32_t k16[16];
             if (use_asm && g.ox_lo == 0 && g.asm_end == g.out_w && (g.asm_flags & 2u) &&
                 g.pad_t <= 1) {
                 /* Whole rows in one call (rows with their three input rows in the
@@ -489,7 +681,13 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
                 const int32_t rows =
                     g.in_h - 3 + g.pad_t < 0
                         ? 0 : kiln_min_i32(output_dims->h, (g.in_h - 3 + g.pad_t) / 2 + 1);
-                if (rows > 0) {
+                if (rows > 0 && rows16) {
+                    s2ring_k16(k16, k[0], &g, rows, in_row);
+                    const int8_t *mid = image + (size_t)(1 - g.pad_t) * in_row + c;
+                    (g.k == -255 ? s2ring_rows16_m128 : s2ring_rows16_fix)(
+                        ring, mid, mid + in_row, out + (size_t)c, k16);
+                    oy = rows;
+                } else if (rows > 0) {
                     k[0][13] = (uint32_t)rows;
                     const int8_t *mid = image + (size_t)(1 - g.pad_t) * in_row + c;
                     (g.k == -255 ? s2ring_row_m128 : s2ring_row_fix)(
@@ -509,6 +707,16 @@ kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
                 if (use_asm && mid != NULL) {
                     kr = bot != NULL ? k[0] : oy == output_dims->h - 1 ? k[1] : NULL;
                 }
+#if defined(S2RING_ASM)
+                if (rows16 && kr == k[1]) {
+                    /* The last output row, its bottom row padding: k[1]'s zero
+                     * weights read the middle row again for it. */
+                    s2ring_k16(k16, k[1], &g, 1, in_row);
+                    (g.k == -255 ? s2ring_rows16_m128 : s2ring_rows16_fix)(
+                        ring, mid, mid, out + (size_t)oy * out_row + (size_t)c, k16);
+                    continue;
+                }
+#endif
                 s2ring_row(&g, ring, mid, bot, &ch, out + (size_t)oy * out_row + (size_t)c, kr);
             }
         }
