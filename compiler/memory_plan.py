@@ -261,11 +261,56 @@ def _orders(buffers: list[Buffer]) -> dict[str, list[Buffer]]:
     }
 
 
+def _point_orders(orders: dict[str, list[Buffer]], overlaps) -> dict[str, list[Buffer]]:
+    """Each order with the output of every rule that allows single deltas (exact, in order)
+    moved right after its input: placed before other buffers take that spot. (VWW's layer
+    3 may write exactly over its input, delta 0, but size x lifetime places layer 4's
+    output there first; with these orders VWW's balanced arena on the M4 goes from
+    37,264 to 37,176 B.)"""
+    pairs = [(o.input, o.output) for o in overlaps
+             if any(lo is not None and lo == hi for lo, hi in o.allowed)]
+    if not pairs:
+        return {}
+    out = {}
+    for name, order in orders.items():
+        o = list(order)
+        for x, y in pairs:
+            names = [b.name for b in o]
+            if x in names and y in names:
+                yb = o.pop(names.index(y))
+                o.insert([b.name for b in o].index(x) + 1, yb)
+        out[name + "+points"] = o
+    return out
+
+
+def _polish(order: list[Buffer], rules: dict[tuple[str, str], Overlap], top: int,
+            passes: int = 2) -> tuple[int, list[Buffer]]:
+    """`order` with single buffers moved earlier while that shrinks the arena (at most
+    `passes` sweeps): the greedy orders can leave a rule's one allowed delta taken by a
+    buffer placed earlier. About 3,000 placements on VWW (a second); its --optimize
+    memory arena on the M4 37,208 -> 36,920 B."""
+    for _ in range(passes):
+        improved = False
+        for i in range(1, len(order)):
+            for j in range(i):
+                trial = order[:j] + [order[i]] + order[j:i] + order[i + 1:]
+                t = _place(trial, rules)
+                if t < top:
+                    top, order, improved = t, trial, True
+                    break
+        if not improved:
+            break
+    _place(order, rules)            # the offsets of the order kept
+    return top, order
+
+
 def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = (),
-         also_without: bool = True) -> Plan:
+         also_without: bool = True, polish: bool = False) -> Plan:
     """Place `buffers` in one arena, letting the pairs in `overlaps` share bytes as their
     rules allow; return the smallest plan over several orders (and, if `also_without`,
-    over the same orders placed without overlaps, so overlaps never make it worse)."""
+    over the same orders placed without overlaps, so overlaps never make it worse); with
+    `polish`, the best order with overlaps is then improved by moving buffers (_polish:
+    slower, for a final plan)."""
     if not buffers:
         return Plan(buffers=[], arena_bytes=0)
     for b in buffers:   # the step buckets and check() rely on ordered lifetimes
@@ -273,7 +318,10 @@ def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = 
     rules = {(o.input, o.output): o for o in overlaps}
     bound = lower_bound(buffers)
     orders = _orders(buffers)
+    if rules:
+        orders.update(_point_orders(orders, overlaps))
     best: tuple[int, str, dict[str, int]] | None = None
+    best_order: list[Buffer] = []
     # Greedy placement with overlaps is not always better than without: try both.
     for allowed in ([rules, {}] if rules and also_without else [rules]):
         seen: set[tuple[int, ...]] = set()
@@ -289,8 +337,13 @@ def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = 
             if best is None or top < best[0]:
                 best = (top, order_name + ("" if allowed else " (no overlaps)"),
                         {b.name: b.offset for b in buffers})
+                best_order = order if allowed else []
             if not allowed and top <= bound:
                 break
+    if polish and best_order:
+        top, order = _polish(list(best_order), rules, best[0])
+        if top < best[0]:
+            best = (top, best[1] + " (polished)", {b.name: b.offset for b in buffers})
     top, order_name, offsets = best
     for b in buffers:
         b.offset = offsets[b.name]

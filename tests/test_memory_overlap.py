@@ -131,16 +131,18 @@ def _align_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def forced_build(model: bytes, board: str, pick,
-                 flat_twins: bool = False) -> tuple[kc.Artifact, list[str]]:
+def forced_build(model: bytes, board: str, pick, flat_twins: bool = False,
+                 knobs: dict[int, dict] | None = None) -> tuple[kc.Artifact, list[str]]:
     """Compile `model` (independent ops side by side) with each layer's overlap mode chosen
     by `pick(modes) -> (mode, reverse) | None`, its output placed at the tightest offset
-    the mode allows and every pair in its own region of the arena. Returns the artifact
-    and the variants the emitted code runs (kernel, order, copy, flat). `flat_twins`:
-    codegen's flat_banded_gemm pass too (the flat-band twins where it applies)."""
+    the mode allows (reverse None: at the mode's first single delta, `points`) and every
+    pair in its own region of the arena. Returns the artifact and the variants the
+    emitted code runs (kernel, order, copy, flat). `flat_twins`: codegen's
+    flat_banded_gemm pass too (the flat-band twins where it applies); `knobs`: the
+    layers' kernels forced (lower's layer_knobs)."""
     g = optimize_graph(kc.load(model))
     base = kc.compile(kc.load(model), board=board, optimize="speed")
-    layers, consts = lower(g, target_for(board))
+    layers, consts = lower(g, target_for(board), knobs)
     choice = {}
     for step, e in enumerate(layers):
         picked = pick(overlap_modes(g, e.op, step, e.code))
@@ -152,7 +154,7 @@ def forced_build(model: bytes, board: str, pick,
     for step, (m, reverse) in sorted(choice.items()):
         x = by[g.tensor(g.storage_root(m.input_id)).c_name]
         y = by[g.tensor(g.storage_root(layers[step].op.outputs[0])).c_name]
-        delta = 0 if m.name == "exact" else (
+        delta = 0 if m.name == "exact" else m.points[0] if reverse is None else (
             _align_up(m.backward_min) if reverse else _align_down(m.forward_max))
         if not (-y.size < delta < x.size):
             continue                 # the rule allows no overlap that way round
@@ -180,7 +182,7 @@ def forced_build(model: bytes, board: str, pick,
             kernel = re.search(r"return (kiln_\w+_banded_s8)\(", e.code.body)[1]
             variants.append(f"{kernel} reverse={band[1]} copy={band[2]} flat={band[3]}")
         elif step in modes:
-            variants.append(f"{e.code.kernel} exact")
+            variants.append(f"{e.code.kernel} {modes[step].name}")
     return kc.Artifact(graph=g, board=board, files=files, plan=p, report=report), variants
 
 

@@ -49,8 +49,8 @@ ALL_SIMD_KERNELS = SIMD_KERNELS | {"kiln_conv2d_gemm_s8", "kiln_conv2d_gemm_w8_s
                                    "kiln_fully_connected_rows8_p8_pt_s8",      # per-tensor
                                    "kiln_fully_connected_rows8_pt_s8",
                                    "kiln_fully_connected_rows6_pt_s8"}
-SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes", "3x3_tiny",
-                 "channels", "rows"}
+SIMD_VARIANTS = {"gemm", "3x3", "3x3_w8", "3x3_px2", "3x3_px2v", "3x3_planes", "3x3_s2ring",
+                 "3x3_tiny", "channels", "rows"}
 
 
 def _kernels(art: kc.Artifact) -> list[str]:

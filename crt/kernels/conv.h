@@ -378,6 +378,23 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
+/* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, stride 2 both
+ * ways, any padding, any number of channels (dwconv_3x3_s2ring.c): a channel at
+ * a time over a ring of one widened input line; each channel's outputs in
+ * raster order. Arguments as
+ * kiln_dwconv2d_3x3_px2_s8; ctx >= kiln_dwconv2d_3x3_s2ring_s8_get_buffer_size(),
+ * word aligned. */
+kiln_status_t kiln_dwconv2d_3x3_s2ring_s8(const kiln_context_t *ctx,
+                                          const kiln_dwconv_params_t *params,
+                                          const kiln_requant_packed_t *quant,
+                                          const kiln_dims_t *input_dims, const int8_t *input,
+                                          const kiln_dims_t *filter_dims, const int8_t *filter,
+                                          const int32_t *bias,
+                                          const kiln_dims_t *output_dims, int8_t *output);
+
+/* Scratch of kiln_dwconv2d_3x3_s2ring_s8: 4 * (W + 1) bytes, W the output width. */
+int32_t kiln_dwconv2d_3x3_s2ring_s8_get_buffer_size(const kiln_dims_t *output_dims);
+
 /* One channel of kiln_dwconv2d_3x3_planes_s8, as the compiler lays it out in flash
  * (one LDM a channel, or one LDRD a filter row): taps[r] = {(w[r][0], w[r][1]),
  * (w[r][1], w[r][2])}, filter row r's taps as int16 pairs (first tap in the low

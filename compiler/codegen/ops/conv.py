@@ -266,6 +266,14 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
                 lead = ((shape.stride[1] == 2 or small and fc % 4 == 0)
                         and shape.output[2] >= 3)
                 blocked.insert(0 if lead else len(blocked), {"variant": "3x3_planes"})
+            if kh == kw == 3 and shape.dilation == (1, 1) and shape.stride == (2, 2):
+                # Stride 2, a channel at a time over a ring of one widened line
+                # (dwconv_3x3_s2ring.c), any C, in raster order (its output may sit
+                # exactly on its input, ops/inplace.py): leads where the planes do not
+                # fit the rows (VWW's 48x48x16 layer), where its assembly runs (a clamped
+                # output takes its C path, about 7 instructions a MAC on the M4).
+                lead = target.dsp and not shape.clamped and not _dw_planes_scratch(shape)
+                blocked.insert(0 if lead else len(blocked), {"variant": "3x3_s2ring"})
             if kh == kw == 3 and shape.dilation == (1, 1) and _dw_tiny_scratch(shape):
                 # 3x3 output maps, only the taps in the image (dwconv_3x3_tiny.c): leads
                 # where its straight-line assembly runs (DSP cores, full-range output,
@@ -311,7 +319,8 @@ def candidates(op: str, shape: LayerShape, target: Target) -> list[dict]:
         # the pixel-pair and plane ones (measured on the M4; their plain-C twins are
         # untimed here).
         older = [k for k in blocked
-                 if not k["variant"].startswith(("3x3_px2", "3x3_planes", "3x3_tiny"))]
+                 if not k["variant"].startswith(("3x3_px2", "3x3_planes", "3x3_s2ring",
+                                                 "3x3_tiny"))]
         if older and older[0]["variant"] == "3x3":
             return older[:1] + plain + [k for k in blocked if k is not older[0]]
     return plain + blocked
@@ -421,6 +430,8 @@ def dwconv2d_variant(shape: LayerShape, target: Target, knobs: dict | None = Non
         return Variant("kiln_dwconv2d_3x3_w8_s8", k, shape.input[3])
     if k["variant"] == "3x3_planes":
         return Variant("kiln_dwconv2d_3x3_planes_s8", k, _dw_planes_scratch(shape))
+    if k["variant"] == "3x3_s2ring":     # a ring of one line of W + 1 int16 pairs
+        return Variant("kiln_dwconv2d_3x3_s2ring_s8", k, 4 * (shape.output[2] + 1))
     if k["variant"] == "3x3_tiny":
         return Variant("kiln_dwconv2d_3x3_tiny_s8", k, _dw_tiny_scratch(shape))
     if k["variant"] in ("3x3_px2", "3x3_px2v"):     # a ring of three lines of tile + 2 words
@@ -999,7 +1010,7 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
         args[0] = ("&ctx, &params, (const kiln_dw_planes_channel_t *)" + name)
         args[2] = "&filter_dims"
         quant = ""
-    elif simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v"):
+    elif simd and v.knobs["variant"] in ("3x3_w8", "3x3_px2", "3x3_px2v", "3x3_s2ring"):
         # The model's int8 filter as it is; the kernel folds the bias itself (conv.h).
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         # The kernels derive their constants once per block of channels (w8's edge
