@@ -266,19 +266,43 @@ def _point_orders(orders: dict[str, list[Buffer]], overlaps) -> dict[str, list[B
     moved right after its input: placed before other buffers take that spot. (VWW's layer
     3 may write exactly over its input, delta 0, but size x lifetime places layer 4's
     output there first; with these orders VWW's balanced arena on the M4 goes from
-    37,264 to 37,176 B.)"""
-    pairs = [(o.input, o.output) for o in overlaps
-             if any(lo is not None and lo == hi for lo, hi in o.allowed)]
-    if not pairs:
+    37,264 to 37,176 B.) Linear in the buffers: a chain of such layers keeps its moved
+    outputs in a run after the first input (each after the buffer it follows)."""
+    after: dict[str, str] = {}              # output -> the input it follows
+    for o in overlaps:
+        if o.output != o.input and any(lo is not None and lo == hi for lo, hi in o.allowed):
+            after[o.output] = o.input
+    if not after:
         return {}
     out = {}
     for name, order in orders.items():
-        o = list(order)
-        for x, y in pairs:
-            names = [b.name for b in o]
-            if x in names and y in names:
-                yb = o.pop(names.index(y))
-                o.insert([b.name for b in o].index(x) + 1, yb)
+        present = {b.name for b in order}
+        followers: dict[str, list[Buffer]] = {}
+        moved = set()
+        for b in order:
+            x = after.get(b.name)
+            if x is not None and x in present:
+                followers.setdefault(x, []).append(b)
+                moved.add(b.name)
+        o: list[Buffer] = []
+        done: set[str] = set()
+
+        def emit(b: Buffer) -> None:
+            stack = [b]
+            while stack:                    # b, then what follows it, depth first
+                c = stack.pop()
+                if c.name in done:
+                    continue
+                done.add(c.name)
+                o.append(c)
+                stack.extend(reversed(followers.get(c.name, [])))
+
+        for b in order:
+            if b.name not in moved:
+                emit(b)
+        for b in order:                     # followers on a cycle of rules: in place
+            if b.name not in done:
+                emit(b)
         out[name + "+points"] = o
     return out
 
