@@ -258,11 +258,12 @@ def _check_fits_regions(model: str, board: Board, weights_bytes: int, arena_byte
 # CODE_BOUND: base + per_layer × layers + per_kernel × distinct kernels, in bytes, the
 # smallest such line above the code (flash minus .kiln_weights and .kiln_inputs) of all 80
 # builds of the four MLPerf Tiny int8 models × the 10 non-host boards × both modes
-# (benchmarks/fit_check.py, arm-none-eabi-gcc 12.2 -O2, Nov 2026; largest gap to a real
-# build 5.6 KB standalone, 6.0 KB host-driven), then +25% for kernels those models do not
-# call. It only decides when a link is worth making: a bound too low for an unusual model
+# (benchmarks/fit_check.py, arm-none-eabi-gcc 12.2 -O2, Nov 2026; per kernel re-fit
+# 1,650 -> 4,100 B after the depthwise kernels' unrolled assembly: VWW's code on the M7 is
+# 41,180 B standalone, 44,600 B host-driven, for 30 layers and 7 kernels), then +25% for
+# kernels those models do not call. It only decides when a link is worth making: a bound too low for an unusual model
 # leaves the linker's own check at build time, never a wrong "does not fit".
-CODE_BOUND = {"standalone": (7242, 180, 1650), "host-driven": (10946, 180, 1650)}
+CODE_BOUND = {"standalone": (7242, 180, 4100), "host-driven": (10946, 180, 4100)}
 CODE_BOUND_MARGIN = 1.25
 # RAM besides the arena and the stack reserve: measured 8-20 B standalone (UART driver
 # state), 2,104-2,128 B host-driven (RPC frame buffers) on the same builds; rounded up.
