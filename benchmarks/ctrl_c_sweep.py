@@ -286,6 +286,10 @@ def sweep(names: list[str] | None, n: int, board: str, work: Path,
 
 
 def main() -> int:
+    # Started in the background by a shell without job control, SIGINT comes ignored and
+    # every kiln started here would inherit that: the handler resets at their exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--delays", type=int, default=20, help="delays per command (default 20)")
     ap.add_argument("--only", help="comma-separated command names (prefixes)")

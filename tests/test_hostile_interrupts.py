@@ -28,6 +28,19 @@ KILN = str(Path(sys.executable).with_name("kiln"))
 STAGING = STAGING_PREFIX
 
 
+@pytest.fixture(autouse=True)
+def _sigint_not_ignored():
+    """A test run started in the background by a shell without job control (`pytest &`)
+    inherits SIGINT ignored, and so would every kiln it starts: Ctrl-C could not reach
+    them. Python's own handler here resets to the default in each child at exec."""
+    before = signal.getsignal(signal.SIGINT)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, before)
+
+
 def _env(cache: Path | str, home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(XDG_CACHE_HOME=str(cache), HOME=str(home), PYTHONUNBUFFERED="1")
