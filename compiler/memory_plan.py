@@ -307,12 +307,16 @@ def _point_orders(orders: dict[str, list[Buffer]], overlaps) -> dict[str, list[B
     return out
 
 
+# The most buffers plan(polish=True) polishes (see there).
+_POLISH_MAX_BUFFERS = 128
+
+
 def _polish(order: list[Buffer], rules: dict[tuple[str, str], Overlap], top: int,
             passes: int = 2) -> tuple[int, list[Buffer]]:
     """`order` with single buffers moved earlier while that shrinks the arena (at most
     `passes` sweeps): the greedy orders can leave a rule's one allowed delta taken by a
     buffer placed earlier. About 3,000 placements on VWW (a second); its --optimize
-    memory arena on the M4 37,208 -> 36,920 B."""
+    memory arena on the M4 37,208 -> 36,984 B."""
     for _ in range(passes):
         improved = False
         for i in range(1, len(order)):
@@ -364,7 +368,9 @@ def plan(buffers: list[Buffer], overlaps: list[Overlap] | tuple[Overlap, ...] = 
                 best_order = order if allowed else []
             if not allowed and top <= bound:
                 break
-    if polish and best_order:
+    # _polish tries O(n^2) placements of O(n) each: worth it on models of up to a few
+    # hundred buffers (VWW 59: about a second), not on long chains (300 layers: 33 s).
+    if polish and best_order and len(buffers) <= _POLISH_MAX_BUFFERS:
         top, order = _polish(list(best_order), rules, best[0])
         if top < best[0]:
             best = (top, best[1] + " (polished)", {b.name: b.offset for b in buffers})
