@@ -22,10 +22,9 @@ import kiln.compiler as kc
 from conftest import require_tool
 from kiln.compiler.codegen.ops.conv import (LayerShape, candidates, dwconv2d_variant,
                                             planes_channels)
-from kiln.compiler.tune import Records
-from reference import assert_equal_exact, run_reference
-from test_ops_conv import _build, dwconv_case
-from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
+from reference import assert_equal_exact
+from test_ops_conv import dwconv_case
+from test_ops_conv_simd import BOARD, DSP, compile_forced, eligible_for
 from test_ops_dwconv_blocked import dead_channel_dw_case
 from tflite_builder import TensorSpec
 
@@ -100,24 +99,11 @@ def planes_cases(seed: int) -> list:
 
 
 def _eligible(cases: list) -> list:
-    """The cases whose layer can take the kernel (the random scales of a few need the
-    slow requantization, which no blocked kernel takes)."""
-    layers = layer_candidates(_build(cases))
-    keep = [c for step, c in enumerate(cases) if PLANES in layers[step][1]]
-    assert len(keep) >= len(cases) - 8, len(keep)
-    return keep
+    return eligible_for(cases, PLANES, slack=8)
 
 
 def _compile(cases: list, **kw) -> tuple[kc.Artifact, list, list]:
-    model = _build(cases)
-    records = Records(entries=[
-        {"workload": key, "board": BOARD, "status": "ok", "knobs": PLANES,
-         "cycles": {"median": 1, "min": 1, "max": 1}}
-        for key, options in layer_candidates(model).values()])
-    art = kc.compile(kc.load(model), board=BOARD, tuning_records=records, **kw)
-    assert set(_kernels(art)) == {KERNEL}
-    xs = _inputs(cases, np.random.default_rng(50))
-    return art, xs, run_reference(_reference_model(cases), xs)
+    return compile_forced(cases, PLANES, KERNEL, BOARD, 50, **kw)
 
 
 def test_planes_is_a_candidate_with_its_scratch():

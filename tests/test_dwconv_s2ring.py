@@ -11,7 +11,6 @@ C % 4 != 0, tiny maps (every tap but a few padding), clamps (RELU6), extreme zer
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +20,11 @@ import kiln.compiler as kc
 from conftest import require_tool
 from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
 from kiln.compiler.codegen.ops.inplace import Band, in_order_delta, order_s2ring
-from kiln.compiler.tune import Records
 from reference import assert_equal_exact, run_reference
 from test_memory_overlap import forced_build
-from test_ops_conv import _build, _sanitizer_main, dwconv_case
-from test_ops_conv_simd import DSP, _inputs, _kernels, _reference_model, layer_candidates
+from test_ops_conv import _build, dwconv_case, run_sanitized
+from test_ops_conv_simd import (DSP, _inputs, _kernels, _reference_model, compile_forced,
+                                eligible_for, layer_candidates)
 
 VARIANT = {"variant": "3x3_s2ring"}
 KERNEL = "kiln_dwconv2d_3x3_s2ring_s8"
@@ -53,22 +52,11 @@ def s2ring_cases(seed: int, n: int | None = None) -> list:
 
 
 def _eligible(cases: list) -> list:
-    layers = layer_candidates(_build(cases))
-    keep = [c for step, c in enumerate(cases) if VARIANT in layers[step][1]]
-    assert len(keep) >= len(cases) - 3, len(keep)
-    return keep
+    return eligible_for(cases, VARIANT, slack=3)
 
 
-def _compile(cases: list, board: str = "mps2-an386", **kw):
-    model = _build(cases)
-    records = Records(entries=[
-        {"workload": key, "board": board, "status": "ok", "knobs": VARIANT,
-         "cycles": {"median": 1, "min": 1, "max": 1}}
-        for key, _ in layer_candidates(model).values()])
-    art = kc.compile(kc.load(model), board=board, tuning_records=records, **kw)
-    assert set(_kernels(art)) == {KERNEL}, _kernels(art)
-    xs = _inputs(cases, np.random.default_rng(41))
-    return art, xs, run_reference(_reference_model(cases), xs)
+def _compile(cases: list, board: str = "mps2-an386", **kw) -> tuple[kc.Artifact, list, list]:
+    return compile_forced(cases, VARIANT, KERNEL, board, 41, **kw)
 
 
 def test_s2ring_is_a_candidate_with_its_scratch():
@@ -121,22 +109,11 @@ def test_s2ring_exactly_over_its_input_on_host():
 @pytest.mark.slow
 def test_s2ring_clean_under_sanitizers(tmp_path: Path):
     require_tool("cc")
-    from kiln.compiler.host_build import build_executable
     cases = _eligible(s2ring_cases(711))
     art, xs, want = _compile(cases, optimize="speed")
-    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
-    exe = build_executable(sources, _sanitizer_main(len(art.report["inputs"]), len(cases)),
-                           tmp_path / "build", sanitize=True)
-    args = [str(exe)]
-    for j, x in enumerate(xs):
-        (tmp_path / f"in{j}.bin").write_bytes(x.tobytes())
-        args.append(str(tmp_path / f"in{j}.bin"))
-    args += [str(tmp_path / f"out{j}.bin") for j in range(len(cases))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
-    for j, (c, w) in enumerate(zip(cases, want)):
-        got = np.frombuffer((tmp_path / f"out{j}.bin").read_bytes(), dtype=np.int8)
-        assert_equal_exact(got, w.reshape(-1), f"{c.label} under sanitizers")
+    got = run_sanitized(art, xs, tmp_path, len(cases))
+    for c, g, w in zip(cases, got, want):
+        assert_equal_exact(g, w.reshape(-1), f"{c.label} under sanitizers")
 
 
 @pytest.mark.cross

@@ -19,11 +19,10 @@ import pytest
 import kiln.compiler as kc
 from conftest import require_tool
 from kiln.compiler.codegen.ops.conv import LayerShape, candidates, dwconv2d_variant
-from kiln.compiler.tune import Records
-from reference import assert_equal_exact, run_reference
+from reference import assert_equal_exact
 from test_dwconv_planes import shifts_case
-from test_ops_conv import _build, dwconv_case
-from test_ops_conv_simd import BOARD, DSP, _inputs, _kernels, _reference_model, layer_candidates
+from test_ops_conv import dwconv_case
+from test_ops_conv_simd import BOARD, DSP, compile_forced, eligible_for
 
 KERNEL = "kiln_dwconv2d_3x3_tiny_s8"
 TINY = {"variant": "3x3_tiny"}
@@ -55,24 +54,11 @@ def tiny_cases(seed: int) -> list:
 
 
 def _eligible(cases: list) -> list:
-    """The cases whose layer can take the kernel (the random scales of a few need the
-    slow requantization, which no blocked kernel takes)."""
-    layers = layer_candidates(_build(cases))
-    keep = [c for step, c in enumerate(cases) if TINY in layers[step][1]]
-    assert len(keep) >= len(cases) - 3, len(keep)
-    return keep
+    return eligible_for(cases, TINY, slack=3)
 
 
 def _compile(cases: list, board: str = BOARD, **kw) -> tuple[kc.Artifact, list, list]:
-    model = _build(cases)
-    records = Records(entries=[
-        {"workload": key, "board": board, "status": "ok", "knobs": TINY,
-         "cycles": {"median": 1, "min": 1, "max": 1}}
-        for key, options in layer_candidates(model).values()])
-    art = kc.compile(kc.load(model), board=board, tuning_records=records, **kw)
-    assert set(_kernels(art)) == {KERNEL}
-    xs = _inputs(cases, np.random.default_rng(60))
-    return art, xs, run_reference(_reference_model(cases), xs)
+    return compile_forced(cases, TINY, KERNEL, board, 60, **kw)
 
 
 def test_tiny_is_a_candidate_with_its_scratch():

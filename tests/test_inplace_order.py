@@ -6,14 +6,13 @@ and with the no-overlap build."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from reference import assert_equal_exact, run_reference
 from test_memory_overlap import forced_build
-from test_ops_conv import _build, _sanitizer_main, dwconv_case
+from test_ops_conv import _build, dwconv_case, run_sanitized
 from test_ops_conv_simd import layer_candidates
 from tflite_builder import rand_int8
 
@@ -22,7 +21,6 @@ from kiln.compiler.codegen import choose_overlaps, lower
 from kiln.compiler.codegen.ops.inplace import (Band, band_rows, in_order_delta, order_px2,
                                                order_w8)
 from kiln.compiler.compile import target_for
-from kiln.compiler.host_build import build_executable
 from kiln.compiler.memory_plan import ALIGN, Buffer, Overlap, _orders, _point_orders
 from kiln.compiler.passes import optimize as optimize_graph
 
@@ -230,19 +228,9 @@ def test_kernels_in_order_clean_under_sanitizers(tmp_path: Path):
 
 
 def _run_sanitized(art, model, cases, xs, tmp: Path):
-    sources = {k: v for k, v in art.files.items() if k != "kiln.json"}
-    exe = build_executable(sources, _sanitizer_main(len(xs), len(cases)), tmp / "b",
-                           sanitize=True)
-    args = [str(exe)]
-    for i, x in enumerate(xs):
-        (tmp / f"in{i}.bin").write_bytes(x.tobytes())
-        args.append(str(tmp / f"in{i}.bin"))
-    args += [str(tmp / f"out{j}.bin") for j in range(len(cases))]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0 and "runtime error" not in proc.stderr, proc.stderr[-3000:]
-    for j, (c, want) in enumerate(zip(cases, run_reference(model, xs))):
-        got = np.frombuffer((tmp / f"out{j}.bin").read_bytes(), dtype=np.int8)
-        assert_equal_exact(got, want.reshape(-1), c.label + " in order, under sanitizers")
+    got = run_sanitized(art, xs, tmp, len(cases), timeout=300)
+    for c, g, want in zip(cases, got, run_reference(model, xs)):
+        assert_equal_exact(g, want.reshape(-1), c.label + " in order, under sanitizers")
 
 
 # --- the planner ----------------------------------------------------------------------------

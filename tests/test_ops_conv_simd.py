@@ -294,6 +294,31 @@ def extreme_shift_case(rng: np.random.Generator) -> Case:
     return c
 
 
+def eligible_for(cases: list[Case], knobs: dict, slack: int) -> list[Case]:
+    """The cases whose layer has `knobs` among its candidates (the random scales of a few
+    need the slow requantization, which no blocked kernel takes): at most `slack` left
+    out."""
+    layers = layer_candidates(_build(cases))
+    keep = [c for step, c in enumerate(cases) if knobs in layers[step][1]]
+    assert len(keep) >= len(cases) - slack, len(keep)
+    return keep
+
+
+def compile_forced(cases: list[Case], knobs: dict, kernel: str, board: str, seed: int,
+                   **kw) -> tuple[kc.Artifact, list, list]:
+    """The cases' model with every layer forced onto `knobs` through tuning records (all
+    of them must run `kernel`), inputs from `seed` and tflite-micro's outputs."""
+    model = _build(cases)
+    records = Records(entries=[
+        {"workload": key, "board": board, "status": "ok", "knobs": knobs,
+         "cycles": {"median": 1, "min": 1, "max": 1}}
+        for key, _ in layer_candidates(model).values()])
+    art = kc.compile(kc.load(model), board=board, tuning_records=records, **kw)
+    assert set(_kernels(art)) == {kernel}, _kernels(art)
+    xs = _inputs(cases, np.random.default_rng(seed))
+    return art, xs, run_reference(_reference_model(cases), xs)
+
+
 def _reference_model(cases: list[Case]) -> bytes:
     """TFLM's model of the cases: a DEPTHWISE_CONV_2D without bias gets an explicit zero
     bias, which means the same (TFLM crashes without one, see run_dwconv_cases)."""
