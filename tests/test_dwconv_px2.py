@@ -206,3 +206,129 @@ def test_px2_on_qemu(tmp_path: Path, variant: str):
     result = project.run(xs, timeout=120)
     for c, g, w in zip(cases, result.outputs, want):
         assert_equal_exact(g, w, f"{c.label} {variant} on QEMU")
+
+
+# --- the lean entry points (kiln_dwconv2d_3x3_px2[v]_relu_s8) ------------------------------
+
+def relu_px2_cases(seed: int) -> list:
+    """Layers the _relu entry points take: output zero point -128 with RELU or no clamp,
+    C a multiple of four; odd and even lines (the last pixel short or not), SAME and VALID,
+    vertical strides 1 and 2, tiny maps."""
+    rng = np.random.default_rng(seed)
+    return [dwconv_case(rng, 700 + i, kh=3, kw=3, dh=1, dw=1, mult=1, cin=cin, h=h, w=w,
+                        sh=sh, sw=1, padding=padding, act=act, y_zp=-128,
+                        x_zp=int(rng.integers(-128, 128)))
+            for i, (cin, h, w, act, padding, sh) in enumerate([
+                (8, 6, 13, "RELU", "SAME", 1), (12, 5, 12, "NONE", "SAME", 1),
+                (4, 9, 5, "RELU", "SAME", 1), (8, 1, 1, "NONE", "SAME", 1),
+                (16, 7, 6, "RELU", "VALID", 1), (4, 8, 7, "NONE", "VALID", 2),
+                (8, 25, 5, "RELU", "SAME", 1)])]
+
+
+def _called(art: kc.Artifact) -> set[str]:
+    return {op.get("called", op["kernel"]) for op in art.report["ops"]}
+
+
+@pytest.mark.parametrize("variant", ["3x3_px2", "3x3_px2v"])
+def test_relu_entry_when_every_px2_layer_qualifies(variant):
+    """Every px2 layer a RELU at -128 over whole blocks of four channels: each calls the
+    _relu entry point (no C line loop, last pixel or fill linked), bit-exact; one layer
+    that is not (six channels) keeps them all on the general one."""
+    cases = _eligible(relu_px2_cases(701), variant)
+    assert len(cases) >= 5
+    art, xs, want = _compile(cases, False, variant)
+    assert _called(art) == {f"kiln_dwconv2d_{variant}_relu_s8"}
+    assert f"kiln_dwconv2d_{variant}_s8(" not in art.files["model.c"]
+    for c, g, w in zip(cases, art.run(*xs), want):
+        assert_equal_exact(g, w, f"{c.label} {variant} relu entry")
+    odd = dwconv_case(np.random.default_rng(9), 720, kh=3, kw=3, dh=1, dw=1, mult=1, cin=6,
+                      h=5, w=6, sh=1, sw=1, padding="SAME", act="RELU", y_zp=-128)
+    art, xs, want = _compile(cases + [odd], False, variant)
+    assert _called(art) == {f"kiln_dwconv2d_{variant}_s8"}
+    for c, g, w in zip(cases + [odd], art.run(*xs), want):
+        assert_equal_exact(g, w, f"{c.label} {variant} general entry")
+
+
+def test_relu_banded_entry_in_place_on_host():
+    """optimize="memory": px2v's _relu banded twin over its own input, bit-exact."""
+    cases = _eligible(relu_px2_cases(703), "3x3_px2v")
+    art, xs, want = _compile(cases, True, "3x3_px2v", optimize="memory")
+    assert "kiln_dwconv2d_3x3_px2v_relu_banded_s8" in _called(art)
+    assert _called(art) <= {"kiln_dwconv2d_3x3_px2v_relu_s8",
+                            "kiln_dwconv2d_3x3_px2v_relu_banded_s8"}
+    for c, g, w in zip(cases, art.run(*xs), want):
+        assert_equal_exact(g, w, f"{c.label} relu banded")
+
+
+_RELU_ARGS_MAIN = r"""
+#include <stdio.h>
+#include "inplace.h"
+
+int main(void)
+{
+    static int8_t x[3 * 3 * 8], y[3 * 3 * 8], filter[9 * 8];
+    static int32_t bias[8], ring[64];
+    static const int32_t mult[8] = {1 << 30, 1 << 30, 1 << 30, 1 << 30,
+                                    1 << 30, 1 << 30, 1 << 30, 1 << 30};
+    static const int8_t shift[8] = {-8, -8, -8, -8, -8, -8, -8, -8};
+    const kiln_requant_packed_t q = {mult, shift};
+    const kiln_context_t ctx = {ring, sizeof ring};
+    const kiln_conv_params_t relu = {{1, 1}, {1, 1}, {1, 1}, 3, -128, {-128, 127}};
+    kiln_conv_params_t zp0 = relu, relu6 = relu;
+    zp0.output_offset = 0;
+    relu6.activation.max = 100;
+    const kiln_dwconv_params_t ok = {relu, 1}, bad_zp = {zp0, 1}, bad_clamp = {relu6, 1};
+    const kiln_dims_t d8 = {1, 3, 3, 8}, f8 = {1, 3, 3, 8};
+    const kiln_dims_t d6 = {1, 3, 3, 6}, f6 = {1, 3, 3, 6};
+    const kiln_band_params_t band = {1, 0, 0, 0};
+    int refused = 0, accepted = 0;
+#define REFUSED(call) refused += (call) == KILN_ERR_ARG
+#define ACCEPTED(call) accepted += (call) == KILN_OK
+    REFUSED(kiln_dwconv2d_3x3_px2_relu_s8(&ctx, &bad_zp, &q, &d8, x, &f8, filter, bias, &d8, y));
+    REFUSED(kiln_dwconv2d_3x3_px2_relu_s8(&ctx, &bad_clamp, &q, &d8, x, &f8, filter, bias, &d8,
+                                          y));
+    REFUSED(kiln_dwconv2d_3x3_px2v_relu_s8(&ctx, &ok, &q, &d6, x, &f6, filter, bias, &d6, y));
+    REFUSED(kiln_dwconv2d_3x3_px2v_relu_banded_s8(&band, &ctx, &bad_zp, &q, &d8, x, &f8, filter,
+                                                  bias, &d8, y));
+    ACCEPTED(kiln_dwconv2d_3x3_px2_relu_s8(&ctx, &ok, &q, &d8, x, &f8, filter, bias, &d8, y));
+    ACCEPTED(kiln_dwconv2d_3x3_px2v_relu_s8(&ctx, &ok, &q, &d8, x, &f8, filter, bias, &d8, y));
+    ACCEPTED(kiln_dwconv2d_3x3_px2_s8(&ctx, &bad_zp, &q, &d6, x, &f6, filter, bias, &d6, y));
+    printf("refused %d accepted %d\n", refused, accepted);
+    return 0;
+}
+"""
+
+
+def test_relu_entries_refuse_other_layers_in_c(tmp_path: Path):
+    """The _relu entry points return KILN_ERR_ARG for a layer with another output zero
+    point, a narrower clamp or C % 4 != 0 (the general ones take it)."""
+    from conftest import run_sanitized_c
+    from kiln.compiler.paths import crt_dir
+    kernels = sorted(p.name for p in (crt_dir() / "kernels").glob("*.c"))    # the band helpers'
+    out = run_sanitized_c(tmp_path, _RELU_ARGS_MAIN, kernels)
+    assert "refused 4 accepted 3" in out, out
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["3x3_px2", "3x3_px2v"])
+def test_relu_entry_on_qemu(tmp_path: Path, variant: str):
+    """The _relu entry points' assembly on mps2-an386, smallest tiles: bit-exact, and the
+    firmware links none of the general path's C line loop, last pixel or fill, nor the C
+    library's memcpy and memset (the start-up code's word loops, kiln_copy_bytes)."""
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    import subprocess
+    from kiln.project_gen import create_project
+    cases = _eligible(relu_px2_cases(721), variant)
+    art, xs, want = _compile(cases, smallest_tile=True, variant=variant)
+    project = create_project(art, board=BOARD, out_dir=tmp_path / "fw")
+    result = project.run(xs, timeout=120)
+    for c, g, w in zip(cases, result.outputs, want):
+        assert_equal_exact(g, w, f"{c.label} {variant} relu entry on QEMU")
+    symbols = subprocess.run(["arm-none-eabi-nm", str(tmp_path / "fw" / "build" / "firmware.elf")],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert "px2_tile_relu" in symbols and "px2_line_relu" in symbols
+    assert not {"px2_tile", "px2_line_c", "px2_last", "px2_fill", "memcpy", "memset"} & set(
+        symbols)

@@ -9,7 +9,7 @@ from ..ir import Graph, GraphError
 from ..memory_plan import (Buffer, Overlap, Plan, live_bytes, lower_bound, place_state,
                            plan as plan_memory)
 from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
-from .ops.conv import full_range_gemm
+from .ops.conv import lean_entries
 from .ops.inplace import OverlapMode, banded_code, flat_banded_gemm, overlap_modes
 from .emit import EmittedLayer, Names, model_c, model_h, weights_c, weights_h
 from .lowering import LOWERINGS, LowerCtx, Target
@@ -384,7 +384,7 @@ def generate(graph: Graph, version: str, target: Target | None = None,
     plan, choice = choose_overlaps(graph, layers, optimize)
     bounds.check_plan(plan, consts)
     plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
-    layers = full_range_gemm(flat_banded_gemm(apply_overlaps(graph, layers, plan, choice)))
+    layers = lean_entries(flat_banded_gemm(apply_overlaps(graph, layers, plan, choice)))
     plan.state = state_buffers(graph)
     bounds.require_int32("the memory plan", "the model state's size in bytes", plan.state_bytes)
     return (emit_sources(graph, layers, consts, plan, version, split_weights=split_weights),

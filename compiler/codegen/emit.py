@@ -389,7 +389,7 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
             *ready]
     for i, _ in enumerate(graph.inputs):
         out.append(f"    if (inputs != NULL && inputs[{i}] != NULL) {{")
-        out.append(f"        memcpy(arena + {m}_INPUT_{i}_OFFSET, inputs[{i}], {m}_INPUT_{i}_BYTES);")
+        out.append(f"        kiln_copy_bytes(arena + {m}_INPUT_{i}_OFFSET, inputs[{i}], {m}_INPUT_{i}_BYTES);")
         out.append("    }")
     if not graph.inputs:
         out.append("    (void)inputs;")
@@ -398,7 +398,7 @@ def model_c(graph: Graph, plan: Plan, offsets: dict[int, int], layers: list[Emit
             "        if (status != 0) {", "            return status;", "        }", "    }"]
     for i, _ in enumerate(graph.outputs):
         out.append(f"    if (outputs != NULL && outputs[{i}] != NULL) {{")
-        out.append(f"        memcpy(outputs[{i}], arena + {m}_OUTPUT_{i}_OFFSET, {m}_OUTPUT_{i}_BYTES);")
+        out.append(f"        kiln_copy_bytes(outputs[{i}], arena + {m}_OUTPUT_{i}_OFFSET, {m}_OUTPUT_{i}_BYTES);")
         out.append("    }")
     out += ["    return 0;", "}", ""]
     return "\n".join(out)

@@ -378,6 +378,27 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims);
 
+/* kiln_dwconv2d_3x3_px2_s8 and _px2v_s8 for a layer whose clamp is the int8 range
+ * with the output zero point at -128 (a fused RELU, as MLPerf Tiny's models have)
+ * and C a multiple of four only (KILN_ERR_ARG otherwise): the same results, without
+ * the C line loop, last pixel and fill the others keep for any other layer (about
+ * 600 B of code on a Cortex-M4), for models all of whose px2 layers are such.
+ * Scratch as theirs. */
+kiln_status_t kiln_dwconv2d_3x3_px2_relu_s8(const kiln_context_t *ctx,
+                                            const kiln_dwconv_params_t *params,
+                                            const kiln_requant_packed_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int8_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output);
+kiln_status_t kiln_dwconv2d_3x3_px2v_relu_s8(const kiln_context_t *ctx,
+                                             const kiln_dwconv_params_t *params,
+                                             const kiln_requant_packed_t *quant,
+                                             const kiln_dims_t *input_dims, const int8_t *input,
+                                             const kiln_dims_t *filter_dims,
+                                             const int8_t *filter, const int32_t *bias,
+                                             const kiln_dims_t *output_dims, int8_t *output);
+
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, stride 2 both
  * ways, any padding, any number of channels (dwconv_3x3_s2ring.c): a channel at
  * a time over a ring of one widened input line; each channel's outputs in

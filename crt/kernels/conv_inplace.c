@@ -154,7 +154,7 @@ static void band_call(const kiln_band_params_t *band, const kiln_context_t *ctx,
     call->in = input + (size_t)b.in_row * in_row_bytes;
     call->out = output + (size_t)b.out_row * out_row_bytes;
     if (copy_bytes > 0) {
-        memcpy(ctx->buf, call->in, (size_t)b.in_rows * in_row_bytes);
+        kiln_copy_bytes(ctx->buf, call->in, (size_t)b.in_rows * in_row_bytes);
         call->in = (const int8_t *)ctx->buf;
     }
     call->ctx.buf = copy_bytes > 0 ? (void *)((int8_t *)ctx->buf + copy_bytes) : ctx->buf;
@@ -413,7 +413,7 @@ static inline kiln_status_t gemm_p8_flat_banded(gemm_p8_kernel_t kernel,
         in.h = min_i32(rows, pixels - p0);
         out.h = in.h;
         if (copy > 0) {
-            memcpy(ctx->buf, src, (size_t)in.h * (size_t)in.c);
+            kiln_copy_bytes(ctx->buf, src, (size_t)in.h * (size_t)in.c);
             src = (const int8_t *)ctx->buf;
         }
         const kiln_status_t status = kernel(&kctx, params, quant, &in, src, filter_dims,

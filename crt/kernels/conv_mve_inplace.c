@@ -71,7 +71,7 @@ static void band_call(const kiln_band_params_t *band, const kiln_context_t *ctx,
     call->in = input + (size_t)b.in_row * in_row;
     call->out = output + (size_t)b.out_row * (size_t)out->w * (size_t)out->c;
     if (copy_bytes > 0) {
-        memcpy(ctx->buf, call->in, (size_t)b.in_rows * in_row);
+        kiln_copy_bytes(ctx->buf, call->in, (size_t)b.in_rows * in_row);
         call->in = (const int8_t *)ctx->buf;
     }
     call->ctx.buf = copy_bytes > 0 ? (void *)((int8_t *)ctx->buf + copy_bytes) : ctx->buf;

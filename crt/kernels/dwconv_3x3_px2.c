@@ -431,16 +431,20 @@ static KILN_NOINLINE void px2_fill(const px2_plan_t *f, int32_t iy, int32_t slot
     }
 }
 
-/* px2_fill, or its assembly twin for a block of four channels. */
-static KILN_ALWAYS_INLINE void px2_fill_line(const px2_plan_t *f, int32_t iy, int32_t slot)
+/* px2_fill, or its assembly twin for a block of four channels (every block when
+ * relu_only: C a multiple of four). */
+static KILN_ALWAYS_INLINE void px2_fill_line(const px2_plan_t *f, int32_t iy, int32_t slot,
+                                             int relu_only)
 {
 #if defined(PX2_ASM)
-    if (f->lanes == 4) {
+    if (relu_only || f->lanes == 4) {
         const int8_t *line =
             iy < 0 || iy >= f->g->in_lines ? NULL : f->image + (size_t)iy * f->g->in_line;
         (f->odd ? px2_fill_odd : px2_fill_even)(line, f->ring + slot, f->a);
         return;
     }
+#else
+    (void)relu_only;
 #endif
     px2_fill(f, iy, slot);
 }
@@ -504,11 +508,13 @@ static KILN_NOINLINE void px2_last(const uint32_t *r, const uint32_t *w, const p
  * Every output line of the tile for a pass of `n` channels (ch; out at the tile's
  * first pixel of line 0 in the first one's channel, the second's two channels on):
  * each line first brings the input lines it needs into the ring. relu: the
- * assembly loop applies.
+ * assembly loop applies. relu_only (a constant): relu, and C a multiple of four, so
+ * that with the assembly no C line loop, last pixel or fill is reached (or linked).
  */
-static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, int32_t lanes,
-                                   int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
-                                   int8_t *out, uint32_t zp4, int relu)
+static KILN_ALWAYS_INLINE void px2_tile_body(const px2_layer_t *g, const int8_t *image,
+                                             int32_t lanes, int odd, const px2_chan_t *ch,
+                                             int32_t n, uint32_t *ring, int8_t *out,
+                                             uint32_t zp4, int relu, int relu_only)
 {
     const kiln_conv_params_t *p = g->p;
     const int32_t act_min = p->activation.min;
@@ -534,7 +540,7 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
         ring[plane_words + i] = zp2;
     }
 #if defined(PX2_ASM)
-    const int32_t n_c = relu ? 0 : n;       /* the channels the C loop runs */
+    const int32_t n_c = relu || relu_only ? 0 : n;      /* the channels the C loop runs */
 #else
     const int32_t n_c = n;
     (void)relu;
@@ -547,17 +553,17 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     int32_t slot0 = (iy0 + 3) % 3;
     const int stride1 = g->line_stride == 1;
     if (stride1) {
-        px2_fill_line(&f, iy0, slot0);
-        px2_fill_line(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1);
+        px2_fill_line(&f, iy0, slot0, relu_only);
+        px2_fill_line(&f, iy0 + 1, slot0 == 2 ? 0 : slot0 + 1, relu_only);
     }
     for (int32_t oy = 0; oy < g->out_lines; ++oy, iy0 += g->line_stride, out += g->out_line) {
         if (stride1) {
-            px2_fill_line(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1);
+            px2_fill_line(&f, iy0 + 2, slot0 == 0 ? 2 : slot0 - 1, relu_only);
         } else {
             slot0 = (iy0 + 3) % 3;
             for (int32_t ky = 0, slot = slot0; ky < 3; ++ky, slot = slot == 2 ? 0 : slot + 1) {
                 if (held[slot] != iy0 + ky) {
-                    px2_fill_line(&f, iy0 + ky, slot);
+                    px2_fill_line(&f, iy0 + ky, slot, relu_only);
                     held[slot] = iy0 + ky;
                 }
             }
@@ -565,7 +571,7 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
         /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
         const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
 #if defined(PX2_ASM)
-        if (relu) {
+        if (relu || relu_only) {
             px2_line_relu(ring, out, 8u * (uint32_t)rot, ch);
         }
 #endif
@@ -584,6 +590,28 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
             slot0 = slot0 == 2 ? 0 : slot0 + 1;
         }
     }
+}
+
+typedef void (*px2_tile_fn)(const px2_layer_t *g, const int8_t *image, int32_t lanes,
+                            int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
+                            int8_t *out, uint32_t zp4, int relu);
+
+/* Any layer. */
+static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, int32_t lanes,
+                                   int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
+                                   int8_t *out, uint32_t zp4, int relu)
+{
+    px2_tile_body(g, image, lanes, odd, ch, n, ring, out, zp4, relu, 0);
+}
+
+/* The _relu entry points' (px2_run has checked relu and C). */
+static KILN_NOINLINE void px2_tile_relu(const px2_layer_t *g, const int8_t *image,
+                                        int32_t lanes, int odd, const px2_chan_t *ch,
+                                        int32_t n, uint32_t *ring, int8_t *out, uint32_t zp4,
+                                        int relu)
+{
+    (void)relu;
+    px2_tile_body(g, image, lanes, odd, ch, n, ring, out, zp4, 1, 1);
 }
 
 #if defined(__ARM_FEATURE_DSP)
@@ -654,13 +682,16 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
 }
 
 /* Both kernels: pairs along x (vertical = 0) or along y (vertical = 1); tiles of
- * the pair axis last to first when reverse (a banded call over its own input). */
+ * the pair axis last to first when reverse (a banded call over its own input).
+ * run_tile: px2_tile, or px2_tile_relu for the _relu entry points (relu_only), whose
+ * layers this checks. (A flag, not a comparison with px2_tile_relu: that would link
+ * it into every program.) */
 static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
                              const kiln_requant_packed_t *quant, const kiln_dims_t *input_dims,
                              const int8_t *input, const kiln_dims_t *filter_dims,
                              const int8_t *filter, const int32_t *bias,
                              const kiln_dims_t *output_dims, int8_t *output, int vertical,
-                             int reverse)
+                             int reverse, px2_tile_fn run_tile, int relu_only)
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
@@ -735,6 +766,9 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
      * other clamp takes the C one. */
     const int relu = p->activation.min == -128 && p->activation.max == 127 &&
                      p->output_offset == -128;
+    if (relu_only && (!relu || in_c % 4 != 0)) {
+        return KILN_ERR_ARG;
+    }
     const int32_t k = 1 + 2 * p->output_offset;
     for (int32_t b = 0; b < input_dims->n; ++b) {
         const int8_t *image = input + (size_t)b * image_bytes;
@@ -763,7 +797,7 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
                         ch[i].next = i + 1 < n ? 4u * 3u * (uint32_t)(g.cols / 2) : 0u;
                     }
                     int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)(c + j);
-                    px2_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
+                    run_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
                 }
             }
         }
@@ -780,7 +814,19 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
                                        const kiln_dims_t *output_dims, int8_t *output)
 {
     return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 0, 0);
+                   output_dims, output, 0, 0, px2_tile, 0);
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2_relu_s8(const kiln_context_t *ctx,
+                                            const kiln_dwconv_params_t *params,
+                                            const kiln_requant_packed_t *quant,
+                                            const kiln_dims_t *input_dims, const int8_t *input,
+                                            const kiln_dims_t *filter_dims,
+                                            const int8_t *filter, const int32_t *bias,
+                                            const kiln_dims_t *output_dims, int8_t *output)
+{
+    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 0, 0, px2_tile_relu, 1);
 }
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims)
@@ -797,7 +843,19 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
                                         const kiln_dims_t *output_dims, int8_t *output)
 {
     return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 1, 0);
+                   output_dims, output, 1, 0, px2_tile, 0);
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2v_relu_s8(const kiln_context_t *ctx,
+                                             const kiln_dwconv_params_t *params,
+                                             const kiln_requant_packed_t *quant,
+                                             const kiln_dims_t *input_dims, const int8_t *input,
+                                             const kiln_dims_t *filter_dims,
+                                             const int8_t *filter, const int32_t *bias,
+                                             const kiln_dims_t *output_dims, int8_t *output)
+{
+    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 1, 0, px2_tile_relu, 1);
 }
 
 /*
@@ -810,15 +868,13 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
  * it could not have overwritten (the planner's bound puts the output at least
  * two rows from the input). Otherwise band by band, as conv_inplace.c does.
  */
-kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
-                                               const kiln_context_t *ctx,
-                                               const kiln_dwconv_params_t *params,
-                                               const kiln_requant_packed_t *quant,
-                                               const kiln_dims_t *input_dims,
-                                               const int8_t *input,
-                                               const kiln_dims_t *filter_dims,
-                                               const int8_t *filter, const int32_t *bias,
-                                               const kiln_dims_t *output_dims, int8_t *output)
+static kiln_status_t px2v_banded(const kiln_band_params_t *band, const kiln_context_t *ctx,
+                                 const kiln_dwconv_params_t *params,
+                                 const kiln_requant_packed_t *quant,
+                                 const kiln_dims_t *input_dims, const int8_t *input,
+                                 const kiln_dims_t *filter_dims, const int8_t *filter,
+                                 const int32_t *bias, const kiln_dims_t *output_dims,
+                                 int8_t *output, px2_tile_fn run_tile, int relu_only)
 {
     if (band == NULL || band->rows < 1 || band->flat || ctx == NULL || params == NULL ||
         input_dims == NULL || output_dims == NULL || filter_dims == NULL || input == NULL ||
@@ -838,7 +894,7 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
     if (!band->copy && in_row == out_row && gap % in_row == 0 &&
         (apart || (ahead && gap >= 2 * in_row))) {
         return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                       output_dims, output, 1, band->reverse);
+                       output_dims, output, 1, band->reverse, run_tile, relu_only);
     }
     const int32_t copy = kiln_band_copy_bytes(band, p, input_dims, 3, output_dims);
     if (copy > 0 && (ctx->buf == NULL || ctx->size < copy)) {
@@ -857,16 +913,46 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
         out_dims.h = b.out_rows;
         const int8_t *in = input + (size_t)b.in_row * in_row;
         if (copy > 0) {
-            memcpy(ctx->buf, in, (size_t)b.in_rows * in_row);
+            kiln_copy_bytes(ctx->buf, in, (size_t)b.in_rows * in_row);
             in = (const int8_t *)ctx->buf;
         }
         const kiln_context_t kctx = {(int8_t *)ctx->buf + copy, ctx->size - copy};
         const kiln_status_t status =
             px2_run(&kctx, &bp, quant, &in_dims, in, filter_dims, filter, bias, &out_dims,
-                    output + (size_t)b.out_row * out_row, 1, 0);
+                    output + (size_t)b.out_row * out_row, 1, 0, run_tile, relu_only);
         if (status != KILN_OK) {
             return status;
         }
     }
     return KILN_OK;
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
+                                               const kiln_context_t *ctx,
+                                               const kiln_dwconv_params_t *params,
+                                               const kiln_requant_packed_t *quant,
+                                               const kiln_dims_t *input_dims,
+                                               const int8_t *input,
+                                               const kiln_dims_t *filter_dims,
+                                               const int8_t *filter, const int32_t *bias,
+                                               const kiln_dims_t *output_dims, int8_t *output)
+{
+    return px2v_banded(band, ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                       output_dims, output, px2_tile, 0);
+}
+
+kiln_status_t kiln_dwconv2d_3x3_px2v_relu_banded_s8(const kiln_band_params_t *band,
+                                                    const kiln_context_t *ctx,
+                                                    const kiln_dwconv_params_t *params,
+                                                    const kiln_requant_packed_t *quant,
+                                                    const kiln_dims_t *input_dims,
+                                                    const int8_t *input,
+                                                    const kiln_dims_t *filter_dims,
+                                                    const int8_t *filter,
+                                                    const int32_t *bias,
+                                                    const kiln_dims_t *output_dims,
+                                                    int8_t *output)
+{
+    return px2v_banded(band, ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                       output_dims, output, px2_tile_relu, 1);
 }

@@ -33,6 +33,7 @@
 #define KILN_INPLACE_H
 
 #include "conv.h"
+#include "data_movement.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -210,6 +211,19 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
                                                const kiln_dims_t *filter_dims,
                                                const int8_t *filter, const int32_t *bias,
                                                const kiln_dims_t *output_dims, int8_t *output);
+
+/* Its twin for kiln_dwconv2d_3x3_px2v_relu_s8's layers (conv.h). */
+kiln_status_t kiln_dwconv2d_3x3_px2v_relu_banded_s8(const kiln_band_params_t *band,
+                                                    const kiln_context_t *ctx,
+                                                    const kiln_dwconv_params_t *params,
+                                                    const kiln_requant_packed_t *quant,
+                                                    const kiln_dims_t *input_dims,
+                                                    const int8_t *input,
+                                                    const kiln_dims_t *filter_dims,
+                                                    const int8_t *filter,
+                                                    const int32_t *bias,
+                                                    const kiln_dims_t *output_dims,
+                                                    int8_t *output);
 
 #ifdef __cplusplus
 }

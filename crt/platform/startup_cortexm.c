@@ -33,12 +33,17 @@ void Reset_Handler(void)
     SCB_CPACR |= 0xFu << 20;
     __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
+    /* Word loops; the empty asm keeps GCC from making them memcpy and memset calls,
+     * which would link the C library's (about 470 B) into firmware that may use
+     * neither. */
     uint32_t *src = &_sidata;
     for (uint32_t *dst = &_sdata; dst < &_edata;) {
         *dst++ = *src++;
+        __asm__("" : "+r"(dst));
     }
     for (uint32_t *dst = &_sbss; dst < &_ebss;) {
         *dst++ = 0u;
+        __asm__("" : "+r"(dst));
     }
     kiln_platform_exit(main());
 }

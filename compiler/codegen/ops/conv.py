@@ -129,6 +129,8 @@ class LayerShape:
     stride: tuple[int, int] = (1, 1)
     clamped: bool = False                   # activation range narrower than int8's
     dtype: str = "int8"                     # activations: int8, or int16 (16x8 layers)
+    # Not in either: what picks a kernel's lean entry point (lean_entries).
+    relu_floor: bool = False                # unclamped, output zero point -128 (a RELU)
 
 
 @dataclass(frozen=True)
@@ -837,7 +839,8 @@ def _conv_shape(x: Tensor, w: Tensor, y: Tensor, g: ConvGeometry, fast: bool,
                       output=tuple(y.shape), padding=g.padding,  # type: ignore[arg-type]
                       dilation=g.dilation, depth_multiplier=depth_multiplier,
                       requant_fast=fast, pairs8=pairs8, stride=g.stride,
-                      clamped=act != (-128, 127))
+                      clamped=act != (-128, 127),
+                      relu_floor=act == (-128, 127) and int(qparams(y)[1]) == -128)
 
 
 def _knobs_c(v: Variant) -> str:
@@ -902,32 +905,48 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
                      shape=shape)
 
 
-# The int8-pair gemm's entry points for activations of the full int8 range only, which
-# link no clamping pixel loop (conv.h, inplace.h): the general one's name -> theirs.
-GEMM_P8_FULL = {"kiln_conv2d_gemm_p8_s8": "kiln_conv2d_gemm_p8_full_s8",
-                "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8",
-                "kiln_conv2d_gemm_p8_flat_banded_s8": "kiln_conv2d_gemm_p8_full_flat_banded_s8"}
+# Lean entry points: a kernel's twin for the layers the first item says, with the same
+# results and less code (conv.h, inplace.h): the int8-pair gemm for an activation of the
+# full int8 range (no clamping pixel loop, about 1.2 KB on a Cortex-M4), px2 for a RELU
+# at the int8 range over a multiple of four channels (only its assembly, about 600 B).
+# Each entry point the layer may call (the kernel, its banded twins) -> its lean twin.
+LEAN_ENTRIES = {
+    "kiln_conv2d_gemm_p8_s8": (
+        lambda s: not s.clamped,
+        {"kiln_conv2d_gemm_p8_s8": "kiln_conv2d_gemm_p8_full_s8",
+         "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8",
+         "kiln_conv2d_gemm_p8_flat_banded_s8": "kiln_conv2d_gemm_p8_full_flat_banded_s8"}),
+    "kiln_dwconv2d_3x3_px2_s8": (
+        lambda s: s.relu_floor and s.output[3] % 4 == 0,
+        {"kiln_dwconv2d_3x3_px2_s8": "kiln_dwconv2d_3x3_px2_relu_s8"}),
+    "kiln_dwconv2d_3x3_px2v_s8": (
+        lambda s: s.relu_floor and s.output[3] % 4 == 0,
+        {"kiln_dwconv2d_3x3_px2v_s8": "kiln_dwconv2d_3x3_px2v_relu_s8",
+         "kiln_dwconv2d_3x3_px2v_banded_s8": "kiln_dwconv2d_3x3_px2v_relu_banded_s8"}),
+}
 
 
-def full_range_gemm(layers: list) -> list:
-    """The emitted layers (codegen generate) with every int8-pair gemm layer calling
-    kiln_conv2d_gemm_p8_full_s8 (or its banded twin) when none of them clamps its
-    output: the firmware then carries no clamping pixel loop (about 1.2 KB of code on a
-    Cortex-M4). One clamping layer keeps them all on the general kernel, which serves
-    both, rather than linking two. `kernel` stays the variant (kiln.json, tuning);
-    `called` names the entry point."""
-    gemm = [i for i, e in enumerate(layers) if e.code.kernel == "kiln_conv2d_gemm_p8_s8"]
-    if any(layers[i].code.shape is None or layers[i].code.shape.clamped for i in gemm):
-        return layers
+def lean_entries(layers: list) -> list:
+    """The emitted layers (codegen generate) with every layer of a kernel in LEAN_ENTRIES
+    calling its lean twin when all that kernel's layers qualify: the firmware then
+    carries only the lean code. One layer that does not keep them all on the general
+    entry point, which serves both, rather than linking two. `kernel` stays the variant
+    (kiln.json, tuning); `called` names the entry point."""
     out = list(layers)
-    for i in gemm:
-        code = layers[i].code
-        called = code.called or code.kernel
-        full = GEMM_P8_FULL[called]
-        old, new = f"return {called}(", f"return {full}("
-        assert code.body.count(old) == 1, code.body
-        body = code.body.replace(old, new).replace("\n" + " " * len(old), "\n" + " " * len(new))
-        out[i] = replace(layers[i], code=replace(code, body=body, called=full))
+    for kernel, (qualifies, twins) in LEAN_ENTRIES.items():
+        mine = [i for i, e in enumerate(layers) if e.code.kernel == kernel]
+        if any(layers[i].code.shape is None or not qualifies(layers[i].code.shape)
+               or (layers[i].code.called or kernel) not in twins for i in mine):
+            continue
+        for i in mine:
+            code = layers[i].code
+            called = code.called or code.kernel
+            lean = twins[called]
+            old, new = f"return {called}(", f"return {lean}("
+            assert code.body.count(old) == 1, code.body
+            body = code.body.replace(old, new).replace("\n" + " " * len(old),
+                                                       "\n" + " " * len(new))
+            out[i] = replace(layers[i], code=replace(code, body=body, called=lean))
     return out
 
 
