@@ -10,10 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kiln.compiler as kc
 from kiln.compiler.codegen.ops.elementwise import (ADD_LUT_MIN_ELEMENTS, add_input_table,
                                                    add_lut_table, shifted_input)
-from test_ops_elementwise import Case, run_cases
-from tflite_builder import TensorSpec
+from kiln.compiler.numerics import quantize_multiplier
+from conftest import run_sanitized_c
+from reference import assert_equal_exact, run_reference
+from test_ops_elementwise import KERNELS, Case, run_cases
+from tflite_builder import OpSpec, TensorSpec, build_model, rand_int8
 
 
 def _reals(s1: float, s2: float) -> tuple[float, float]:
@@ -105,11 +109,8 @@ def test_table_variant_on_qemu(tmp_path):
     """The table variant's Cortex-M4 loops (a full-range ADD halves and clamps in one SSAT)
     against tflite-micro: ADD full range (no activation, and RELU at zero point -128),
     ADD with a clamp, SUB, a broadcast row, output shifts near both ends."""
-    import kiln.compiler as kc
     from conftest import require_tool
     from kiln.project_gen import create_project
-    from reference import assert_equal_exact, run_reference
-    from tflite_builder import OpSpec, build_model, rand_int8
     require_tool("arm-none-eabi-gcc")
     require_tool("qemu-system-arm")
     rng = np.random.default_rng(29)
@@ -139,3 +140,144 @@ def test_table_variant_on_qemu(tmp_path):
         timeout=120).outputs
     for (op, *_), g, w in zip(specs, got, want):
         assert_equal_exact(g, w, f"{op} on QEMU")
+
+
+# --- tables built at run time (kiln_add_lut_table_s8) ------------------------------------
+
+def _pooled_add_model(size: int = 32) -> bytes:
+    """Inputs a, b (1, size, size, 4); CONCATENATION of both, its AVERAGE_POOL_2D to one
+    pixel, then ADD(a, b): the concatenation's step holds twice the ADD's bytes, so the
+    ADD's table fits beside its buffers without growing the arena."""
+    q = dict(scale=0.11, zero_point=7)             # what CONCATENATION keeps
+    tensors = [TensorSpec((1, size, size, 4), **q), TensorSpec((1, size, size, 4), **q),
+               TensorSpec((1, size, size, 8), **q), TensorSpec((1, 1, 1, 8), **q),
+               TensorSpec((1, size, size, 4), scale=0.13, zero_point=-100)]
+    ops = [OpSpec("CONCATENATION", [0, 1], [2], {"axis": 3}),
+           OpSpec("AVERAGE_POOL_2D", [2], [3], {"filter_width": size, "filter_height": size}),
+           OpSpec("ADD", [0, 1], [4], {"fused_activation_function": "RELU"})]
+    return build_model(ops, tensors, [0, 1], [3, 4])
+
+
+def _table_in(art: kc.Artifact) -> str:
+    add = [o for o in art.report["ops"] if o["kernel"].startswith("kiln_add_lut")]
+    assert len(add) == 1, art.report["ops"]
+    return "scratch" if add[0].get("knobs", {}).get("table") == "scratch" else "flash"
+
+
+@pytest.mark.parametrize("optimize", ["balanced", "memory", "speed"])
+def test_add_table_in_scratch_where_the_arena_keeps_its_size(optimize):
+    """balanced and memory builds build a large ADD's table at run time in its layer's
+    scratch (no 1 KB input_table in flash) where the arena keeps its size; speed builds
+    keep it in flash. Bit-exact with TFLM either way."""
+    rng = np.random.default_rng(31)
+    model = _pooled_add_model()
+    xs = [rand_int8((1, 32, 32, 4), rng) for _ in range(2)]
+    want = run_reference(model, xs)
+    art = kc.compile(kc.load(model), optimize=optimize)
+    flash = kc.compile(kc.load(model), optimize="speed")
+    where = "flash" if optimize == "speed" else "scratch"
+    assert _table_in(art) == where
+    assert ("input_table" in art.files["weights.c"]) == (where == "flash")
+    assert (art.report["weights_bytes"] + 1024 == flash.report["weights_bytes"]) == (
+        where == "scratch")
+    for g, w in zip(art.run(*xs), want):
+        assert_equal_exact(g, w, f"pooled ADD, {optimize}")
+
+
+def test_add_table_stays_in_flash_where_the_arena_would_grow():
+    """A lone ADD of two inputs is the arena's peak: its table stays in flash."""
+    rng = np.random.default_rng(32)
+    case = Case("ADD", TensorSpec((1, 32, 32, 4), scale=0.07, zero_point=3),
+                TensorSpec((1, 32, 32, 4), scale=0.02, zero_point=-9),
+                TensorSpec((1, 32, 32, 4), scale=0.09, zero_point=1))
+    art = run_cases([case], rng)
+    assert art.report["optimize"] == "balanced"
+    assert _table_in(art) == "flash" and "input_table" in art.files["weights.c"]
+
+
+_TABLE_MAIN = r"""
+#include <stdio.h>
+#include "elementwise.h"
+
+typedef struct {
+    kiln_add_lut_table_params_t params;
+    int32_t want[256];
+} table_case_t;
+
+static const table_case_t cases[] = {
+%(cases)s
+};
+
+int main(void)
+{
+    static int32_t table[256];
+    long wrong = 0;
+    int ok = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        ok += kiln_add_lut_table_s8(&cases[c].params, table) == KILN_OK;
+        for (int i = 0; i < 256; ++i) {
+            wrong += table[i] != cases[c].want[i];
+        }
+    }
+    kiln_add_lut_table_params_t bad = cases[0].params;
+    int refused = kiln_add_lut_table_s8(NULL, table) == KILN_ERR_ARG;
+    refused += kiln_add_lut_table_s8(&bad, NULL) == KILN_ERR_ARG;
+    refused += kiln_add_lut_table_s8(&bad, (int32_t *)(void *)((char *)table + 2)) == KILN_ERR_ARG;
+    bad.sign = 0;
+    refused += kiln_add_lut_table_s8(&bad, table) == KILN_ERR_ARG;
+    bad = cases[0].params;
+    bad.input.shift = 1;
+    refused += kiln_add_lut_table_s8(&bad, table) == KILN_ERR_ARG;
+    bad = cases[0].params;
+    bad.input_offset = 129;
+    refused += kiln_add_lut_table_s8(&bad, table) == KILN_ERR_ARG;
+    bad = cases[0].params;
+    bad.shifted_term = (128 << 19) + 1;
+    refused += kiln_add_lut_table_s8(&bad, table) == KILN_ERR_ARG;
+    printf("ok %d wrong %ld refused %d\n", ok, wrong, refused);
+    return 0;
+}
+"""
+
+
+def test_run_time_table_equals_the_compilers(tmp_path):
+    """kiln_add_lut_table_s8 builds, entry for entry, the table the compiler would store
+    (add_lut_table), for ADD and SUB with either input shifted, zero points at both ends
+    and scales far apart; bad arguments are refused."""
+    rng = np.random.default_rng(33)
+    cases = []
+    while len(cases) < 40:
+        op = ("ADD", "SUB")[len(cases) % 2]
+        s1, s2 = (float(np.float32(10 ** rng.uniform(-4, 0))) for _ in range(2))
+        z1, z2 = (int(v) for v in rng.choice([-128, 127, *rng.integers(-128, 128, 4)], 2))
+        r1, r2 = s1 / (2.0 * max(s1, s2)), s2 / (2.0 * max(s1, s2))    # add_common.cc
+        shifted = shifted_input(z1, r1, z2, r2)
+        if shifted is None:
+            continue
+        table, sign = add_lut_table(op, shifted, z1, r1, z2, r2)
+        (zu, ru), zv = ((z2, r2), z1) if shifted == 1 else ((z1, r1), z2)
+        m, e = quantize_multiplier(ru)
+        negate = -1 if op == "SUB" and shifted == 1 else 1
+        cases.append(f"    {{{{{{{m}, {e}}}, {-zu}, {negate}, {sign * (zv << 19)}}}, "
+                     f"{{{', '.join(str(int(v)) for v in table)}}}}},")
+    main = _TABLE_MAIN.replace("%(cases)s", "\n".join(cases))
+    out = run_sanitized_c(tmp_path, main, KERNELS)
+    assert out.strip() == "ok 40 wrong 0 refused 7", out
+
+
+@pytest.mark.cross
+@pytest.mark.qemu
+def test_add_table_in_scratch_on_qemu(tmp_path):
+    """The run-time table on mps2-an386 (balanced build), bit-exact with tflite-micro."""
+    from conftest import require_tool
+    from kiln.project_gen import create_project
+    require_tool("arm-none-eabi-gcc")
+    require_tool("qemu-system-arm")
+    rng = np.random.default_rng(34)
+    model = _pooled_add_model()
+    xs = [rand_int8((1, 32, 32, 4), rng) for _ in range(2)]
+    art = kc.compile(kc.load(model), board="mps2-an386")
+    assert _table_in(art) == "scratch"
+    result = create_project(art, board="mps2-an386", out_dir=tmp_path / "fw").run(xs, timeout=60)
+    for g, w in zip(result.outputs, run_reference(model, xs)):
+        assert_equal_exact(g, w, "pooled ADD, table built on the target")

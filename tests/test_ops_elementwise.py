@@ -302,3 +302,4 @@ int main(void)
 
 def test_kernels_validate_arguments_under_sanitizers(tmp_path):
     assert run_sanitized_c(tmp_path, _ARG_CHECKS, KERNELS).strip() == "0"
+

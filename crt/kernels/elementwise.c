@@ -183,6 +183,26 @@ kiln_status_t kiln_sub_s16(const kiln_add_params_t *params,
                                output_dims, output, sub_row_s16);
 }
 
+kiln_status_t kiln_add_lut_table_s8(const kiln_add_lut_table_params_t *params, int32_t *table)
+{
+    /* The bounds keep every entry below 2^30 in magnitude, as the add needs: |x << 20|
+     * <= 2^28, the multiplier below one, and |shifted_term| <= 128 << 19. */
+    if (params == NULL || table == NULL || ((uintptr_t)table & 3u) != 0 ||
+        (params->sign != 1 && params->sign != -1) || params->input.multiplier < 0 ||
+        params->input.shift > 0 || params->input.shift < -31 ||
+        params->input_offset < -127 || params->input_offset > 128 ||
+        params->shifted_term < -(128 << 19) || params->shifted_term > (128 << 19)) {
+        return KILN_ERR_ARG;
+    }
+    for (int32_t i = 0; i < 256; ++i) {
+        const int32_t x = (i - 128 + params->input_offset) * (1 << 20);
+        table[i] = params->sign * kiln_requantize(x, params->input.multiplier,
+                                                  params->input.shift) -
+                   params->shifted_term;
+    }
+    return KILN_OK;
+}
+
 /* One row of kiln_add_lut_s8; on whole rows the shifted input's sign is fixed at
  * compile time, so that its shift folds into the addition (or subtraction). */
 static inline void add_lut_elements(const kiln_add_lut_params_t *p, const int32_t *table,

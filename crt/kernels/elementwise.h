@@ -102,6 +102,21 @@ kiln_status_t kiln_add_lut_same_s8(const kiln_add_lut_params_t *params,
                                    const kiln_dims_t *input2_dims, const int8_t *input2,
                                    const kiln_dims_t *output_dims, int8_t *output);
 
+/* kiln_add_lut_s8's table built at run time, for a firmware that keeps it out of flash
+ * (1 KB a layer) in the layer's scratch: for every int8 x (table[0] for x = -128),
+ *   table[x + 128] = sign * requant((x + input_offset) << 20, input) - shifted_term
+ * the table input's value on the common scale (negated for SUB's input2) minus the
+ * shifted input's zero-point term, the values the compiler would otherwise store; 256
+ * requantizations a call. `table`: 256 int32, word aligned. */
+typedef struct {
+    kiln_requant_t input;         /* the table input's rescaling: shift in [-31, 0] */
+    int32_t input_offset;         /* -its zero point, in [-127, 128] */
+    int32_t sign;                 /* 1, or -1 for SUB's input2 */
+    int32_t shifted_term;         /* the shifted input's sign * (its zero point << 19) */
+} kiln_add_lut_table_params_t;
+
+kiln_status_t kiln_add_lut_table_s8(const kiln_add_lut_table_params_t *params, int32_t *table);
+
 /* MUL: y = clamp(requant((x1 + input1_offset) * (x2 + input2_offset), output)
  *                + output_offset, activation).
  * output is input1 scale * input2 scale / output scale; its shift may be

@@ -23,6 +23,11 @@ _RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
 # ADD/SUB over at least this many output elements use kiln_add_lut_s8: a shift and a 1 KB
 # table of pre-scaled inputs replace two of the three multiplies per element.
 ADD_LUT_MIN_ELEMENTS = 1024
+# The table's bytes, and the knob that builds it at run time in the layer's scratch
+# instead of flash (tables_in_scratch, codegen generate: where the arena does not grow).
+ADD_TABLE_BYTES = 256 * 4
+ADD_LUT_KERNELS = ("kiln_add_lut_s8", "kiln_add_lut_same_s8")
+TABLE_IN_SCRATCH = "scratch"
 _QUANTIZED_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
@@ -273,15 +278,37 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
     kernel = add_variant(ctx.op.type, out.size, out.dtype,
                          ctx.target.mve and tuple(a.shape) == tuple(b.shape) == tuple(out.shape),
                          shifted is not None, same)
-    if kernel in ("kiln_add_lut_s8", "kiln_add_lut_same_s8"):
+    scratch = 0
+    knobs: dict = {}
+    if kernel in ADD_LUT_KERNELS:
         table, sign = add_lut_table(ctx.op.type, shifted, z1, r1, z2, r2)
         (zu, ru), zv = ((z2, r2), z1) if shifted == 1 else ((z1, r1), z2)
         negated = ", negated" if ctx.op.type == "SUB" and shifted == 1 else ""
-        t = ctx.const("input_table", table, "int32_t",
-                      f"{ctx.op.type} input{3 - shifted} on the common scale (x - {zu}) << 20 * "
-                      f"{ru:.9g}{negated}, minus {sign} * ({zv} << 19) of input{shifted}")
-        params = [
-            "static const kiln_add_lut_params_t params = {",
+        x_zu = f"x - {zu}" if zu >= 0 else f"x + {-zu}"
+        what = (f"{ctx.op.type} input{3 - shifted} on the common scale ({x_zu}) << 20 * "
+                f"{ru:.9g}{negated}, minus {sign} * ({zv} << 19) of input{shifted}")
+        if (ctx.knobs or {}).get("table") == TABLE_IN_SCRATCH:
+            # Built at run time into the layer's scratch (elementwise.h): no flash.
+            knobs, scratch = {"table": TABLE_IN_SCRATCH}, ADD_TABLE_BYTES
+            t = "(const int32_t *)scratch"
+            params = [f"/* The table: {what}. */",
+                      "static const kiln_add_lut_table_params_t table_params = {",
+                      f"    .input = {_requant_literal(ru)}, /* {ru:.9g} */",
+                      f"    .input_offset = {-zu},",
+                      f"    .sign = {-1 if negated else 1},",
+                      f"    .shifted_term = {sign * (zv << (_LEFT_SHIFT - 1))},",
+                      "};",
+                      "const kiln_status_t built = kiln_add_lut_table_s8(&table_params, "
+                      "(int32_t *)scratch);",
+                      "if (built != KILN_OK) {",
+                      "    return built;",
+                      "}"]
+            static = ""
+        else:
+            t = ctx.const("input_table", table, "int32_t", what)
+            params, static = [], "static "
+        params += [
+            f"{static}const kiln_add_lut_params_t params = {{",
             f"    .table = {t},",
             f"    .shifted_input = {shifted}, /* (x - {zv}) << 19: multiplier 0.5 */",
             f"    .shifted_sign = {sign},",
@@ -302,7 +329,8 @@ def lower_add(ctx: LowerCtx) -> LayerCode:
             f"    .activation = {{{lo}, {hi}}}, /* {act} */",
             "};"]
     body = [*params, *dims, _call(kernel, ctx, "&params")]
-    return LayerCode(kernel=kernel, body="\n".join(body), summary=summary)
+    return LayerCode(kernel=kernel, body="\n".join(body), summary=summary,
+                     scratch_bytes=scratch, knobs=knobs)
 
 
 @lowering("MUL", check=_check_mul)
