@@ -592,10 +592,6 @@ static KILN_ALWAYS_INLINE void px2_tile_body(const px2_layer_t *g, const int8_t 
     }
 }
 
-typedef void (*px2_tile_fn)(const px2_layer_t *g, const int8_t *image, int32_t lanes,
-                            int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
-                            int8_t *out, uint32_t zp4, int relu);
-
 /* Any layer. */
 static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, int32_t lanes,
                                    int odd, const px2_chan_t *ch, int32_t n, uint32_t *ring,
@@ -604,7 +600,7 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
     px2_tile_body(g, image, lanes, odd, ch, n, ring, out, zp4, relu, 0);
 }
 
-/* The _relu entry points' (px2_run has checked relu and C). */
+/* The _relu entry points' (px2_run_relu has checked relu and C). */
 static KILN_NOINLINE void px2_tile_relu(const px2_layer_t *g, const int8_t *image,
                                         int32_t lanes, int odd, const px2_chan_t *ch,
                                         int32_t n, uint32_t *ring, int8_t *out, uint32_t zp4,
@@ -683,15 +679,14 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
 
 /* Both kernels: pairs along x (vertical = 0) or along y (vertical = 1); tiles of
  * the pair axis last to first when reverse (a banded call over its own input).
- * run_tile: px2_tile, or px2_tile_relu for the _relu entry points (relu_only), whose
- * layers this checks. (A flag, not a comparison with px2_tile_relu: that would link
- * it into every program.) */
-static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
-                             const kiln_requant_packed_t *quant, const kiln_dims_t *input_dims,
-                             const int8_t *input, const kiln_dims_t *filter_dims,
-                             const int8_t *filter, const int32_t *bias,
-                             const kiln_dims_t *output_dims, int8_t *output, int vertical,
-                             int reverse, px2_tile_fn run_tile, int relu_only)
+ * relu_only (a constant): the _relu entry points', whose layers this checks; their
+ * blocks are all of four channels, their tiles px2_tile_relu. */
+static KILN_ALWAYS_INLINE kiln_status_t
+px2_run_body(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
+             const kiln_requant_packed_t *quant, const kiln_dims_t *input_dims,
+             const int8_t *input, const kiln_dims_t *filter_dims, const int8_t *filter,
+             const int32_t *bias, const kiln_dims_t *output_dims, int8_t *output, int vertical,
+             int reverse, int relu_only)
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
@@ -774,7 +769,7 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
         const int8_t *image = input + (size_t)b * image_bytes;
         int8_t *out = output + (size_t)b * out_bytes;
         for (int32_t c = 0; c < in_c; c += 4) {
-            const int32_t lanes = kiln_min_i32(4, in_c - c);
+            const int32_t lanes = relu_only ? 4 : kiln_min_i32(4, in_c - c);
             /* Pass j: channels c + j and c + j + 2 (if there), SXTB16 lanes j. */
             for (int32_t j = 0; j < 2 && j < lanes; ++j) {
                 px2_chan_t ch[2];
@@ -797,12 +792,51 @@ static kiln_status_t px2_run(const kiln_context_t *ctx, const kiln_dwconv_params
                         ch[i].next = i + 1 < n ? 4u * 3u * (uint32_t)(g.cols / 2) : 0u;
                     }
                     int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)(c + j);
-                    run_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
+                    if (relu_only) {
+                        px2_tile_relu(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
+                    } else {
+                        px2_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
+                    }
                 }
             }
         }
     }
     return KILN_OK;
+}
+
+typedef kiln_status_t (*px2_run_fn)(const kiln_context_t *ctx,
+                                    const kiln_dwconv_params_t *params,
+                                    const kiln_requant_packed_t *quant,
+                                    const kiln_dims_t *input_dims, const int8_t *input,
+                                    const kiln_dims_t *filter_dims, const int8_t *filter,
+                                    const int32_t *bias, const kiln_dims_t *output_dims,
+                                    int8_t *output, int vertical, int reverse);
+
+static KILN_NOINLINE kiln_status_t px2_run(const kiln_context_t *ctx,
+                                           const kiln_dwconv_params_t *params,
+                                           const kiln_requant_packed_t *quant,
+                                           const kiln_dims_t *input_dims, const int8_t *input,
+                                           const kiln_dims_t *filter_dims,
+                                           const int8_t *filter, const int32_t *bias,
+                                           const kiln_dims_t *output_dims, int8_t *output,
+                                           int vertical, int reverse)
+{
+    return px2_run_body(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                        output_dims, output, vertical, reverse, 0);
+}
+
+static KILN_NOINLINE kiln_status_t px2_run_relu(const kiln_context_t *ctx,
+                                                const kiln_dwconv_params_t *params,
+                                                const kiln_requant_packed_t *quant,
+                                                const kiln_dims_t *input_dims,
+                                                const int8_t *input,
+                                                const kiln_dims_t *filter_dims,
+                                                const int8_t *filter, const int32_t *bias,
+                                                const kiln_dims_t *output_dims,
+                                                int8_t *output, int vertical, int reverse)
+{
+    return px2_run_body(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                        output_dims, output, vertical, reverse, 1);
 }
 
 kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
@@ -814,7 +848,7 @@ kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,
                                        const kiln_dims_t *output_dims, int8_t *output)
 {
     return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 0, 0, px2_tile, 0);
+                   output_dims, output, 0, 0);
 }
 
 kiln_status_t kiln_dwconv2d_3x3_px2_relu_s8(const kiln_context_t *ctx,
@@ -825,8 +859,8 @@ kiln_status_t kiln_dwconv2d_3x3_px2_relu_s8(const kiln_context_t *ctx,
                                             const int8_t *filter, const int32_t *bias,
                                             const kiln_dims_t *output_dims, int8_t *output)
 {
-    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 0, 0, px2_tile_relu, 1);
+    return px2_run_relu(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                        output_dims, output, 0, 0);
 }
 
 int32_t kiln_dwconv2d_3x3_px2v_s8_get_buffer_size(const kiln_dims_t *output_dims)
@@ -843,7 +877,7 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_s8(const kiln_context_t *ctx,
                                         const kiln_dims_t *output_dims, int8_t *output)
 {
     return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 1, 0, px2_tile, 0);
+                   output_dims, output, 1, 0);
 }
 
 kiln_status_t kiln_dwconv2d_3x3_px2v_relu_s8(const kiln_context_t *ctx,
@@ -854,8 +888,8 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_relu_s8(const kiln_context_t *ctx,
                                              const int8_t *filter, const int32_t *bias,
                                              const kiln_dims_t *output_dims, int8_t *output)
 {
-    return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                   output_dims, output, 1, 0, px2_tile_relu, 1);
+    return px2_run_relu(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                        output_dims, output, 1, 0);
 }
 
 /*
@@ -874,7 +908,7 @@ static kiln_status_t px2v_banded(const kiln_band_params_t *band, const kiln_cont
                                  const kiln_dims_t *input_dims, const int8_t *input,
                                  const kiln_dims_t *filter_dims, const int8_t *filter,
                                  const int32_t *bias, const kiln_dims_t *output_dims,
-                                 int8_t *output, px2_tile_fn run_tile, int relu_only)
+                                 int8_t *output, px2_run_fn run)
 {
     if (band == NULL || band->rows < 1 || band->flat || ctx == NULL || params == NULL ||
         input_dims == NULL || output_dims == NULL || filter_dims == NULL || input == NULL ||
@@ -893,8 +927,8 @@ static kiln_status_t px2v_banded(const kiln_band_params_t *band, const kiln_cont
     const int ahead = band->reverse ? delta > 0 : delta < 0;
     if (!band->copy && in_row == out_row && gap % in_row == 0 &&
         (apart || (ahead && gap >= 2 * in_row))) {
-        return px2_run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                       output_dims, output, 1, band->reverse, run_tile, relu_only);
+        return run(ctx, params, quant, input_dims, input, filter_dims, filter, bias,
+                   output_dims, output, 1, band->reverse);
     }
     const int32_t copy = kiln_band_copy_bytes(band, p, input_dims, 3, output_dims);
     if (copy > 0 && (ctx->buf == NULL || ctx->size < copy)) {
@@ -918,8 +952,8 @@ static kiln_status_t px2v_banded(const kiln_band_params_t *band, const kiln_cont
         }
         const kiln_context_t kctx = {(int8_t *)ctx->buf + copy, ctx->size - copy};
         const kiln_status_t status =
-            px2_run(&kctx, &bp, quant, &in_dims, in, filter_dims, filter, bias, &out_dims,
-                    output + (size_t)b.out_row * out_row, 1, 0, run_tile, relu_only);
+            run(&kctx, &bp, quant, &in_dims, in, filter_dims, filter, bias, &out_dims,
+                output + (size_t)b.out_row * out_row, 1, 0);
         if (status != KILN_OK) {
             return status;
         }
@@ -938,7 +972,7 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_banded_s8(const kiln_band_params_t *band,
                                                const kiln_dims_t *output_dims, int8_t *output)
 {
     return px2v_banded(band, ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                       output_dims, output, px2_tile, 0);
+                       output_dims, output, px2_run);
 }
 
 kiln_status_t kiln_dwconv2d_3x3_px2v_relu_banded_s8(const kiln_band_params_t *band,
@@ -954,5 +988,5 @@ kiln_status_t kiln_dwconv2d_3x3_px2v_relu_banded_s8(const kiln_band_params_t *ba
                                                     int8_t *output)
 {
     return px2v_banded(band, ctx, params, quant, input_dims, input, filter_dims, filter, bias,
-                       output_dims, output, px2_tile_relu, 1);
+                       output_dims, output, px2_run_relu);
 }
