@@ -173,6 +173,8 @@ def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A00
         "shared_code": schedule.shared_code,
         # --optimize speed: layers moved to int16-pair filters (faster, bigger) that fit.
         "speed_widen": schedule.speed_widen,
+        # ADD/SUB tables built at run time in scratch instead of flash (arena unchanged).
+        "scratch_tables": schedule.scratch_tables,
         "tuning": {"records": str(records.path) if records is not None and records.path
                    else None,
                    "tunable_layers": len(workload_keys), "tuned_layers": len(schedule.tuned),

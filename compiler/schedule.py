@@ -7,11 +7,14 @@ decisions before it (the rules themselves: codegen/fit.py and tune/records.py):
    still a candidate ("tuning record <file>:<line>");
 3. shared code: small untuned fully connected layers onto the convolutions' gemm
    (fit.share_code), when that spares the firmware a kernel and does not grow the arena;
+   tables in scratch (balanced and memory builds): ADD/SUB tables built at run time in
+   their layer's scratch instead of flash (fit.tables_to_scratch), all at once where the
+   arena keeps its size, else one at a time (the first _TABLE_TRIALS);
 4. --optimize speed: untuned int8-pair layers widened to their int16-pair twin while the
    weights fit the flash budget (fit.widen_for_speed);
 5. flash budget: while the weights exceed it, layers move to variants with smaller weights
    (fit.fit_weights).
-Steps 3-5 look at the generated weights and kernels, so the stage lowers the graph between
+Steps 3-5 look at the generated weights, kernels and arena, so the stage lowers the graph between
 them (codegen.generate, which only reads the knobs it is given); the last generation is the
 compile's. Schedule.choose is the one way a rule changes a layer: it records the reason,
 and kiln.json reports it per layer (ops[i].schedule = {kernel, knobs, why}).
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .codegen import generate, weights_bytes
-from .codegen.fit import fit_weights, share_code, widen_for_speed
+from .codegen.fit import fit_weights, share_code, tables_to_scratch, widen_for_speed
 from .codegen.lowering import Target
 from .codegen.ops.conv import candidates
 from .ir import Graph
@@ -31,6 +34,8 @@ from .tune.workloads import knobs_id, layer_shapes, workload_key
 
 DEFAULT = "default"
 FIXED = "fixed: no tunable variants"
+# Trials of one table at a time when not every table fits beside the arena's buffers.
+_TABLE_TRIALS = 8
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Schedule:
     flash_fit: list[dict] = field(default_factory=list)     # fit.fit_weights moves
     shared_code: list[dict] = field(default_factory=list)   # fit.share_code moves
     speed_widen: list[dict] = field(default_factory=list)   # fit.widen_for_speed moves
+    scratch_tables: list[dict] = field(default_factory=list)  # fit.tables_to_scratch moves
 
     def choose(self, step: int, knobs: dict, why: str) -> None:
         """Run layer `step` with `knobs` because of `why` (after any earlier reasons)."""
@@ -105,14 +111,33 @@ def build_schedule(graph: Graph, version: str, target: Target, records: Records 
             s.choose(step, rec["knobs"], _record_source(records, rec))
             s.tuned.add(step)
     out = gen(s)
-    _, shared = share_code(out[2], s.knobs, target)
-    if shared:
+
+    def kept(moves: list[dict], why) -> bool:
+        """Apply `moves` (each with the reason why(move)) to s if the generation with them
+        has no larger arena than the current one (their scratch fits beside it)."""
+        nonlocal out
         trial = Schedule(knobs=dict(s.knobs), why={k: list(v) for k, v in s.why.items()})
-        for m in shared:
-            trial.choose(m["layer"], m["to"], f"shared code: {m['why']}")
-        shared_out = gen(trial)
-        if shared_out[1].arena_bytes <= out[1].arena_bytes:  # the gemm's scratch: no larger arena
-            s.knobs, s.why, s.shared_code, out = trial.knobs, trial.why, shared, shared_out
+        for m in moves:
+            trial.choose(m["layer"], m["to"], why(m))
+        trial_out = gen(trial)
+        if trial_out[1].arena_bytes > out[1].arena_bytes:
+            return False
+        s.knobs, s.why, out = trial.knobs, trial.why, trial_out
+        return True
+
+    _, shared = share_code(out[2], s.knobs, target)
+    if shared and kept(shared, lambda m: f"shared code: {m['why']}"):
+        s.shared_code = shared
+    if optimize != "speed":
+        tables = tables_to_scratch(out[2])
+
+        def in_scratch(m: dict) -> str:
+            return (f"flash: its table built at run time in the layer's scratch "
+                    f"({m['saved_bytes']:,} B of flash saved; the arena keeps its size)")
+        if tables and kept(tables, in_scratch):
+            s.scratch_tables = tables
+        else:
+            s.scratch_tables = [m for m in tables[:_TABLE_TRIALS] if kept([m], in_scratch)]
     if optimize == "speed":
         _, s.speed_widen = widen_for_speed(graph, target, shapes(), s.knobs,
                                            weights_bytes(out[3]), budget)

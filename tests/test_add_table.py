@@ -161,7 +161,10 @@ def _pooled_add_model(size: int = 32) -> bytes:
 def _table_in(art: kc.Artifact) -> str:
     add = [o for o in art.report["ops"] if o["kernel"].startswith("kiln_add_lut")]
     assert len(add) == 1, art.report["ops"]
-    return "scratch" if add[0].get("knobs", {}).get("table") == "scratch" else "flash"
+    scratch = add[0].get("knobs", {}).get("table") == "scratch"
+    assert [m["layer"] for m in art.report["scratch_tables"]] == ([add[0]["index"]] if scratch
+                                                                 else [])
+    return "scratch" if scratch else "flash"
 
 
 @pytest.mark.parametrize("optimize", ["balanced", "memory", "speed"])

@@ -108,3 +108,21 @@ def test_record_lines_count_every_line(tmp_path):
     assert [r.line_of(e) for e in r.entries] == [3, 5]
     r.append(dict(rec))
     assert r.line_of(r.entries[-1]) is None
+
+
+def test_add_tables_in_scratch_say_why():
+    """ResNet-8's three residual ADDs build their tables at run time in scratch (balanced):
+    kiln.json lists the moves and each layer says why; the arena is the one with the
+    tables in flash (speed keeps them there)."""
+    path = model_path("pretrainedResnet_quant")
+    art = kc.compile(kc.load(path), "mps2-an386", optimize="balanced")
+    adds = [o["index"] for o in art.report["ops"] if o["type"] == "ADD"]
+    assert [m["layer"] for m in art.report["scratch_tables"]] == adds and len(adds) == 3
+    sched = _schedules(art)
+    for i in adds:
+        assert sched[i]["knobs"] == {"table": "scratch"}
+        assert sched[i]["why"].startswith("flash: its table built at run time"), sched[i]
+    assert "input_table" not in art.files["weights.c"]
+    speed = kc.compile(kc.load(path), "mps2-an386", optimize="speed")
+    assert speed.report["scratch_tables"] == []
+    assert speed.files["weights.c"].count("input_table[256]") == 3

@@ -10,7 +10,6 @@ from ..memory_plan import (Buffer, Overlap, Plan, live_bytes, lower_bound, place
                            plan as plan_memory)
 from . import bounds, ops  # noqa: F401  (ops registers the lowerings)
 from .ops.conv import lean_entries
-from .ops.elementwise import ADD_LUT_KERNELS, TABLE_IN_SCRATCH
 from .ops.inplace import OverlapMode, banded_code, flat_banded_gemm, overlap_modes
 from .emit import EmittedLayer, Names, model_c, model_h, weights_c, weights_h
 from .lowering import LOWERINGS, LowerCtx, Target
@@ -371,40 +370,6 @@ def lower(graph: Graph, target: Target | None = None,
     return layers, consts
 
 
-# Trials of one table at a time when not every table fits the arena as it is.
-_TABLE_TRIALS = 8
-
-
-def tables_in_scratch(graph: Graph, target: Target | None, layer_knobs: dict[int, dict] | None,
-                      optimize: str, layers: list[EmittedLayer], consts: dict, plan: Plan,
-                      choice: dict) -> tuple[list[EmittedLayer], dict, Plan, dict]:
-    """(layers, consts, plan, overlap choice) with the ADD/SUB tables (kiln_add_lut_s8, 1 KB
-    of flash each) built at run time in their layer's scratch wherever that keeps the
-    arena as small as it is: every table at once, else one at a time (the first
-    _TABLE_TRIALS), each kept if the arena does not grow. 256 requantizations a call
-    (about 4,000 instructions on a Cortex-M4) for 1 KB of flash; `--optimize speed`
-    builds keep them in flash (generate does not call this)."""
-    steps = [i for i, e in enumerate(layers) if e.code.kernel in ADD_LUT_KERNELS]
-    if not steps:
-        return layers, consts, plan, choice
-    base = dict(layer_knobs or {})
-
-    def trial(chosen: list[int]):
-        knobs = {**base, **{s: {**base.get(s, {}), "table": TABLE_IN_SCRATCH} for s in chosen}}
-        new_layers, new_consts = lower(graph, target, knobs)
-        return (new_layers, new_consts, *choose_overlaps(graph, new_layers, optimize))
-
-    best = trial(steps)
-    if best[2].arena_bytes <= plan.arena_bytes:
-        return best
-    best, kept = (layers, consts, plan, choice), []
-    for step in steps[:_TABLE_TRIALS]:
-        t = trial(kept + [step])
-        if t[2].arena_bytes <= plan.arena_bytes:
-            best, kept = t, kept + [step]
-    return best
-
-
 def generate(graph: Graph, version: str, target: Target | None = None,
              layer_knobs: dict[int, dict] | None = None, optimize: str = "speed",
              split_weights: bool = False,
@@ -417,9 +382,6 @@ def generate(graph: Graph, version: str, target: Target | None = None,
         if graph.tensor(graph.storage_root(tid)).is_const:
             raise ModelError(f"model output {graph.tensor(tid).name} is a constant; nothing to compute")
     plan, choice = choose_overlaps(graph, layers, optimize)
-    if optimize != "speed":
-        layers, consts, plan, choice = tables_in_scratch(graph, target, layer_knobs, optimize,
-                                                         layers, consts, plan, choice)
     bounds.check_plan(plan, consts)
     plan.bound_without_overlaps = lower_bound(arena_buffers(graph, layers))
     layers = lean_entries(flat_banded_gemm(apply_overlaps(graph, layers, plan, choice)))

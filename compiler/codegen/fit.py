@@ -11,7 +11,9 @@ than its current one, until the weights fit or no move is left. Widening (speed 
 layers still on their int8-pair default move to the int16 twin, the largest first, while
 the weights stay within the budget. Both are deterministic: ties break on the layer index.
 Sharing code (share_code): a small fully connected layer runs on the convolutions' gemm
-kernel when that spares the firmware a kernel of its own.
+kernel when that spares the firmware a kernel of its own. Tables in scratch
+(tables_to_scratch): an ADD/SUB on the table variant builds its 1 KB table at run time in
+its scratch instead of flash (balanced and memory builds, where the arena keeps its size).
 These rules return knobs and moves only; kiln.compiler.schedule applies them, in order,
 and records why each layer runs its variant (kiln.json ops[i].schedule).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 from ..ir import Graph
 from .lowering import LOWERINGS, LowerCtx, Target
 from .ops.conv import candidates
+from .ops.elementwise import ADD_LUT_KERNELS, ADD_TABLE_BYTES, TABLE_IN_SCRATCH
 
 
 def _layer_weight_bytes(graph: Graph, step: int, target: Target, knobs: dict | None) -> int:
@@ -144,3 +147,14 @@ def share_code(layers: list, layer_knobs: dict[int, dict], target: Target
                       "why": f"{e.code.macs} MACs: the convolutions' gemm instead of "
                              f"{e.code.kernel}, which no other layer needs"})
     return knobs, moves
+
+
+def tables_to_scratch(layers: list) -> list[dict]:
+    """Moves of the ADD/SUB layers whose table variant (kiln_add_lut_s8) stores its 1 KB
+    table in flash to the same kernel building it at run time in the layer's scratch
+    (knobs {"table": "scratch"}: 256 requantizations a call, about 4,000 instructions on a
+    Cortex-M4). `layers`: the lowered layers (codegen generate); the schedule keeps the
+    moves that leave the arena as it is. A move is {"layer", "to", "saved_bytes"}."""
+    return [{"layer": i, "to": {"table": TABLE_IN_SCRATCH}, "saved_bytes": ADD_TABLE_BYTES}
+            for i, e in enumerate(layers)
+            if e.code.kernel in ADD_LUT_KERNELS and not e.code.knobs]

@@ -24,7 +24,8 @@ _RANGES = {"int8": (-128, 127), "int16": (-32768, 32767)}
 # table of pre-scaled inputs replace two of the three multiplies per element.
 ADD_LUT_MIN_ELEMENTS = 1024
 # The table's bytes, and the knob that builds it at run time in the layer's scratch
-# instead of flash (tables_in_scratch, codegen generate: where the arena does not grow).
+# instead of flash (fit.tables_to_scratch, chosen by the schedule where the arena keeps
+# its size).
 ADD_TABLE_BYTES = 256 * 4
 ADD_LUT_KERNELS = ("kiln_add_lut_s8", "kiln_add_lut_same_s8")
 TABLE_IN_SCRATCH = "scratch"
