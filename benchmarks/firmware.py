@@ -36,8 +36,8 @@ from pathlib import Path
 from kiln.compiler.compile import DEFAULT_OPTIMIZE
 from kiln.project_gen import create_project, get_board
 
-from _common import MLPERF, TFLM_CMSIS_NN, check_exact
-from flash_breakdown import FLASH_GOAL, library_share
+from _common import FLASH_GOAL, MLPERF, TFLM_CMSIS_NN, check_exact
+from flash_breakdown import library_share
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -31,13 +31,10 @@ from pathlib import Path
 
 from kiln.project_gen import create_project, get_board
 
-from _common import MLPERF, models_root
+from _common import FLASH_GOAL, MLPERF, models_root
 
 # The code-size flags of the firmware's Makefile (templates/Makefile.j2), -O aside.
 FIRMWARE_CFLAGS = ["-ffunction-sections", "-fdata-sections", "-fmerge-all-constants"]
-
-# Issue 17's flash goal: the model's weights plus at most 16 KB of code.
-FLASH_GOAL = {"KWS": 40_400, "VWW": 235_500, "IC": 95_100, "AD": 287_300}
 
 # Input sections of the map: one line (" .text.f  0xADDR  0xSIZE  obj") or two (the
 # name alone when it is long, then the address, size and object on the next line).
