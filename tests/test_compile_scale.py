@@ -36,11 +36,13 @@ def chain_buffers(n: int) -> tuple[list[Buffer], list[Overlap]]:
 
 def test_placement_scales_linearly():
     # 8x the buffers: linear ~8, n log n ~9, quadratic ~64. A 4x step with a bound of 8
-    # failed once in CI at 8.2 (two test workers and QEMU sharing two cores' caches).
+    # failed once in CI at 8.2 (two test workers and QEMU sharing two cores' caches), and
+    # this one reached 24.8 in a loaded full run (0.026 s against 0.65 s; 8-10 alone): the
+    # bound sits halfway to quadratic.
     small = cpu_seconds(lambda: plan(*chain_buffers(1000)), tries=5)
     big = cpu_seconds(lambda: plan(*chain_buffers(8000)), tries=5)
     assert big < 20, f"placing 8,000 buffers took {big:.1f} s"
-    assert big / max(small, 1e-3) < 20, (small, big)
+    assert big / max(small, 1e-3) < 32, (small, big)
 
 
 def test_a_long_chain_plans_as_tight_as_a_short_one():

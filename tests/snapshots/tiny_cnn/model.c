@@ -142,7 +142,7 @@ int kiln_run_layer(int32_t layer, uint8_t *arena)
 int kiln_run(const void *const *inputs, void *const *outputs, uint8_t *arena)
 {
     if (inputs != NULL && inputs[0] != NULL) {
-        memcpy(arena + KILN_INPUT_0_OFFSET, inputs[0], KILN_INPUT_0_BYTES);
+        kiln_copy_bytes(arena + KILN_INPUT_0_OFFSET, inputs[0], KILN_INPUT_0_BYTES);
     }
     for (int32_t i = 0; i < KILN_NUM_LAYERS; ++i) {
         const int status = layers[i](arena);
@@ -151,7 +151,7 @@ int kiln_run(const void *const *inputs, void *const *outputs, uint8_t *arena)
         }
     }
     if (outputs != NULL && outputs[0] != NULL) {
-        memcpy(outputs[0], arena + KILN_OUTPUT_0_OFFSET, KILN_OUTPUT_0_BYTES);
+        kiln_copy_bytes(outputs[0], arena + KILN_OUTPUT_0_OFFSET, KILN_OUTPUT_0_BYTES);
     }
     return 0;
 }
