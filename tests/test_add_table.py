@@ -284,3 +284,19 @@ def test_add_table_in_scratch_on_qemu(tmp_path):
     result = create_project(art, board="mps2-an386", out_dir=tmp_path / "fw").run(xs, timeout=60)
     for g, w in zip(result.outputs, run_reference(model, xs)):
         assert_equal_exact(g, w, "pooled ADD, table built on the target")
+
+
+def test_add_table_in_scratch_clean_under_sanitizers(tmp_path):
+    """The generated C building its table in the arena's scratch, with
+    -fsanitize=address,undefined: no report, TFLM's outputs."""
+    from conftest import require_tool
+    from test_ops_conv import run_sanitized
+    require_tool("cc")
+    rng = np.random.default_rng(35)
+    model = _pooled_add_model(16)
+    xs = [rand_int8((1, 16, 16, 4), rng) for _ in range(2)]
+    art = kc.compile(kc.load(model))
+    assert _table_in(art) == "scratch"
+    got = run_sanitized(art, xs, tmp_path, 2)
+    for g, w in zip(got, run_reference(model, xs)):
+        assert_equal_exact(g, w.reshape(-1), "pooled ADD under sanitizers")
