@@ -271,7 +271,7 @@ int main(void)
     static const int32_t mult[8] = {1 << 30, 1 << 30, 1 << 30, 1 << 30,
                                     1 << 30, 1 << 30, 1 << 30, 1 << 30};
     static const int8_t shift[8] = {-8, -8, -8, -8, -8, -8, -8, -8};
-    const kiln_requant_packed_t q = {mult, shift};
+    const kiln_requant_packed_t q = {mult, shift, NULL};
     const kiln_context_t ctx = {ring, sizeof ring};
     const kiln_conv_params_t relu = {{1, 1}, {1, 1}, {1, 1}, 3, -128, {-128, 127}};
     kiln_conv_params_t zp0 = relu, relu6 = relu;
@@ -334,3 +334,22 @@ def test_relu_entry_on_qemu(tmp_path: Path, variant: str):
     assert {"px2_tile_relu", "px2_line_relu", "px2_run_relu"} <= symbols
     assert not {"px2_tile", "px2_run", "px2_line_c", "px2_last", "px2_fill", "memcpy",
                 "memset"} & symbols
+
+
+def test_px2_biases_as_int16_where_every_channel_fits():
+    """A pixel-pair layer whose biases all fit int16 stores them as int16 (quant.bias16,
+    the bias argument NULL), the others as int32; both bit-exact (the cases' biases reach
+    200,000)."""
+    import re
+    cases = _eligible(px2_cases(605), "3x3_px2v")
+    art, xs, want = _compile(cases, False, "3x3_px2v")
+    weights, model = art.files["weights.c"], art.files["model.c"]
+    kinds = dict((int(n), k) for k, n in re.findall(r"const (int16_t|int32_t) l(\d+)_bias\[",
+                                                    weights))
+    assert set(kinds.values()) == {"int16_t", "int32_t"}, kinds
+    for n, kind in kinds.items():
+        wide = kind == "int32_t"
+        assert (f"quant = {{l{n}_mult, l{n}_shift, NULL}};" in model) == wide
+        assert (f"quant = {{l{n}_mult, l{n}_shift, l{n}_bias}};" in model) == (not wide)
+    for c, g, w in zip(cases, art.run(*xs), want):
+        assert_equal_exact(g, w, f"{c.label} int16/int32 biases")

@@ -215,7 +215,7 @@ int main(void)
     static const int32_t bias[8] = {0};
     static const int32_t qm[8] = {1 << 30};
     static const int8_t qs[8] = {-2, -2, -2, -2, -2, -2, -2, -2};
-    const kiln_requant_packed_t qp = {qm, qs};
+    const kiln_requant_packed_t qp = {qm, qs, NULL};
     const kiln_requant_packed_t *q = &qp;
     const kiln_conv_params_t p = {{1, 1}, {1, 1}, {1, 1}, 0, 0, {-128, 127}};
     const kiln_conv_params_t dil = {{1, 1}, {1, 1}, {2, 2}, 0, 0, {-128, 127}};

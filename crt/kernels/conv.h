@@ -183,10 +183,14 @@ typedef struct {
 
 /* The same in five bytes a channel, for the int8-pair kernels (_p8_): TFLite's
  * multiplier and shift per channel, shift in [-31, -2]; the kernel derives
- * round = 2^(-shift - 2) and right_shift = -shift - 1 itself. */
+ * round = 2^(-shift - 2) and right_shift = -shift - 1 itself. bias16: for the pixel-pair
+ * depthwise kernels (kiln_dwconv2d_3x3_px2_s8 and its twins) only, the layer's biases as
+ * int16 where every channel's fits (two bytes a channel instead of four), their `bias`
+ * argument then NULL; NULL for every other kernel, which reads `bias`. */
 typedef struct {
     const int32_t *multiplier;
     const int8_t *shift;
+    const int16_t *bias16;
 } kiln_requant_packed_t;
 
 /* CONV_2D with one group, any filter size, stride, dilation and padding, as
@@ -348,8 +352,8 @@ int32_t kiln_dwconv2d_3x3_w8_s8_get_buffer_size(const kiln_dims_t *input_dims);
 /* DEPTHWISE_CONV_2D, 3x3 filter, depth multiplier 1, dilation 1, horizontal
  * stride 1 (any vertical stride), any padding, any number of channels,
  * output pixels in horizontal pairs (dwconv_3x3_px2.c); arguments as
- * kiln_dwconv2d_3x3_w8_s8 (the model's int8 filter, the bias not folded,
- * the packed requantization):
+ * kiln_dwconv2d_3x3_w8_s8 (the model's int8 filter, the bias not folded, as int32,
+ * or NULL with the biases as int16 in quant->bias16, the packed requantization):
  *   ctx     >= kiln_dwconv2d_3x3_px2_s8_get_buffer_size(), word aligned: a
  *           ring of three padded input rows of one block of four channels */
 kiln_status_t kiln_dwconv2d_3x3_px2_s8(const kiln_context_t *ctx,

@@ -39,7 +39,8 @@
  *
  * The requantization is kiln_dw_output (conv_dsp.h), its per-channel constants
  * derived once per pass from the packed table (TFLite's int32 multiplier and int8
- * shift: five bytes of flash a channel, kiln_dw_rq_packed).
+ * shift: five bytes of flash a channel, kiln_dw_rq_packed), and the bias the same way
+ * from int32 or, where every channel's fits, int16 (quant->bias16: KWS -512 B).
  *
  * Overflow: the compiler checks |bias| + 256 * sum|w| < 2^31 per channel
  * (conv.h); the folded bias is at most |bias| + 128 * sum|w| and each partial
@@ -642,7 +643,8 @@ static inline uint32_t px2_pack_hi(uint32_t a, uint32_t b)
  * filter's taps `tap` bytes apart along the pair axis, its rows `line` apart along the
  * slot axis: C and 3 * C for rows of pairs, the other way round for columns):
  * SXTB16 (lanes j) splits a filter word into the pass's two channels and PKH regroups
- * them by channel; the sums of the taps as int16 lanes (|sum| <= 9 * 128). */
+ * them by channel; the sums of the taps as int16 lanes (|sum| <= 9 * 128). The model's
+ * biases come from `bias`, or where it is NULL from quant->bias16. */
 static void px2_setup(const int8_t *filter, const int32_t *bias,
                       const kiln_requant_packed_t *quant, size_t tap, size_t line,
                       int32_t input_offset, int32_t k, int32_t c, int32_t lanes, int j,
@@ -672,8 +674,9 @@ static void px2_setup(const int8_t *filter, const int32_t *bias,
         const kiln_dw_rq_t rq = kiln_dw_rq_packed(quant, ch);
         s[i].multiplier2 = rq.multiplier2;
         s[i].rsk = (uint32_t)rq.right_shift | (uint32_t)k << 8;
-        s[i].bias[0] = s[i].bias[1] = bias[ch] + input_offset * (int16_t)(uint16_t)sum;
-        s[i].bias_short = bias[ch] + input_offset * (int16_t)(uint16_t)sum01;
+        const int32_t b = bias != NULL ? bias[ch] : quant->bias16[ch];
+        s[i].bias[0] = s[i].bias[1] = b + input_offset * (int16_t)(uint16_t)sum;
+        s[i].bias_short = b + input_offset * (int16_t)(uint16_t)sum01;
     }
 }
 
@@ -690,7 +693,8 @@ px2_run_body(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
 {
     if (ctx == NULL || ctx->buf == NULL || params == NULL ||
         !kiln_conv_params_valid(&params->conv) || params->depth_multiplier != 1 ||
-        !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL || bias == NULL || output == NULL ||
+        !kiln_requant_packed_valid(quant) || input == NULL || filter == NULL ||
+        (bias == NULL) == (quant->bias16 == NULL) || output == NULL ||
         !kiln_dims_valid(input_dims) || !kiln_dims_valid(filter_dims) ||
         !kiln_dims_valid(output_dims) ||
         !kiln_conv_geometry_valid(&params->conv, input_dims, filter_dims, output_dims) ||

@@ -527,13 +527,18 @@ def _requant_fast_c(ctx: LowerCtx, table: np.ndarray) -> str:
     return f"static const kiln_requant_fast_t *const quant = (const kiln_requant_fast_t *){name};"
 
 
-def _requant_packed_c(ctx: LowerCtx, table: np.ndarray) -> str:
+def _fits_int16(values: np.ndarray) -> bool:
+    return bool(values.size == 0 or (values.min() >= -(1 << 15) and values.max() < (1 << 15)))
+
+
+def _requant_packed_c(ctx: LowerCtx, table: np.ndarray, bias16: str = "NULL") -> str:
     """kiln_requant_packed_t of the int8-pair kernels: requant_fast's table as TFLite's
-    multiplier (int32) and shift (int8) per channel, five bytes instead of twelve."""
+    multiplier (int32) and shift (int8) per channel, five bytes instead of twelve;
+    `bias16`: the name of the layer's int16 biases (the pixel-pair kernels only)."""
     mult = ctx.const("mult", table[:, 0].astype(np.int32), "int32_t", "multiplier per channel")
     shift = ctx.const("shift", (-table[:, 2] - 1).astype(np.int8), "int8_t",
                       "shift per channel (<= -2)")
-    return f"static const kiln_requant_packed_t quant = {{{mult}, {shift}}};"
+    return f"static const kiln_requant_packed_t quant = {{{mult}, {shift}, {bias16}}};"
 
 
 # --- packed filters for the SIMD variants (layouts in crt/kernels/conv.h) ----------------
@@ -1034,10 +1039,15 @@ def lower_dwconv2d(ctx: LowerCtx) -> LayerCode:
         table, unfolded = requant_fast(mult, shift, _bias_values(b, out_c), abs_sums)
         # The kernels derive their constants once per block of channels (w8's edge
         # pixels per output, as from the wider table): five bytes a channel, not twelve.
-        quant = _requant_packed_c(ctx, table)
+        # The pixel-pair kernels take the biases as int16 where every one fits (conv.h).
+        what = "bias (dead channels: their constant, see requant_fast)"
+        if v.knobs["variant"] in ("3x3_px2", "3x3_px2v") and _fits_int16(unfolded):
+            bias16 = ctx.const("bias", unfolded.astype(np.int16), "int16_t", what)
+            quant, bias_name = _requant_packed_c(ctx, table, bias16), "NULL"
+        else:
+            quant = _requant_packed_c(ctx, table)
+            bias_name = ctx.const("bias", unfolded.astype(np.int32), "int32_t", what)
         args[0] = "&ctx, &params, &quant"
-        bias_name = ctx.const("bias", unfolded.astype(np.int32), "int32_t",
-                              "bias (dead channels: their constant, see requant_fast)")
         filter_name = ctx.ptr(w)
     elif simd:
         # Padding reads as the zero point here, so the bias folds as in CONV_2D.
