@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .compile import DEFAULT_OPTIMIZE, flash_fit_note, tuning_note
+from .compile import DEFAULT_OPTIMIZE, flash_fit_note, scratch_tables_note, tuning_note
 from .cli_args import add_model_options, model_options
 from .arrays_io import check_output_path, files_read, print_samples, read_inputs, write_outputs
 from .errors import InputError, KilnError
@@ -162,9 +162,9 @@ def cmd_compile(args) -> int:
     print(f"wrote {', '.join(written)} to {out}")
     print(f"arena {r['arena_bytes']:,} B, weights {r['weights_bytes']:,} B, {len(r['ops'])} layers")
     print(_memory_line(art))
-    note = flash_fit_note(r)
-    if note:
-        print(note)
+    for note in (flash_fit_note(r), scratch_tables_note(r)):
+        if note:
+            print(note)
     if args.tuning_records:
         t = r["tuning"]
         print(tuning_note(r))

@@ -107,6 +107,17 @@ def flash_fit_note(report: dict) -> str | None:
             f"some speed lost)")
 
 
+def scratch_tables_note(report: dict) -> str | None:
+    """One line on the ADD/SUB layers that build their table at run time, if any."""
+    moves = report.get("scratch_tables") or []
+    if not moves:
+        return None
+    saved = sum(m["saved_bytes"] for m in moves)
+    layers = ", ".join(str(m["layer"]) for m in moves)
+    return (f"layer(s) {layers} build their ADD/SUB table at run time in scratch ({saved:,} B "
+            f"of flash saved, the arena unchanged; --optimize speed keeps them in flash)")
+
+
 def compile(graph: Graph, board: str = "host", tuning_records=None,  # noqa: A001
             optimize: str = DEFAULT_OPTIMIZE) -> Artifact:
     """Compile an int8 graph to C for `board`. Raises ModelError / BoardError on bad input.

@@ -20,7 +20,7 @@ import numpy as np
 from kiln.compiler.arrays_io import (check_output_path, files_read, print_samples, read_inputs,
                                      write_outputs)
 from kiln.compiler.cli import add_optimize_argument
-from kiln.compiler.compile import flash_fit_note, tuning_note
+from kiln.compiler.compile import flash_fit_note, scratch_tables_note, tuning_note
 from kiln.compiler.errors import InputError
 from kiln.compiler.escape import terminal
 from kiln.compiler.fsutil import atomic_write_text
@@ -216,7 +216,8 @@ def cmd_project_create(args: argparse.Namespace) -> int:
                              protect=[args.model, *(args.input or ()), *(args.calibration or ()),
                                       *([args.tuning_records] if args.tuning_records else [])],
                              **compile_options)
-    for note in (tuning_note(project.manifest), flash_fit_note(project.manifest)):
+    for note in (tuning_note(project.manifest), flash_fit_note(project.manifest),
+                 scratch_tables_note(project.manifest)):
         if note:
             print(note)
     if project.replacement is not None:

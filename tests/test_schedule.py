@@ -126,3 +126,10 @@ def test_add_tables_in_scratch_say_why():
     speed = kc.compile(kc.load(path), "mps2-an386", optimize="speed")
     assert speed.report["scratch_tables"] == []
     assert speed.files["weights.c"].count("input_table[256]") == 3
+    # What `kiln compile` and `kiln project create` print about it.
+    from kiln.compiler.compile import scratch_tables_note
+    assert scratch_tables_note(art.report) == (
+        f"layer(s) {', '.join(map(str, adds))} build their ADD/SUB table at run time in "
+        "scratch (3,072 B of flash saved, the arena unchanged; --optimize speed keeps them in "
+        "flash)")
+    assert scratch_tables_note(speed.report) is None
