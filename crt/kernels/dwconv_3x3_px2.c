@@ -509,8 +509,8 @@ static KILN_NOINLINE void px2_last(const uint32_t *r, const uint32_t *w, const p
  * Every output line of the tile for a pass of `n` channels (ch; out at the tile's
  * first pixel of line 0 in the first one's channel, the second's two channels on):
  * each line first brings the input lines it needs into the ring. relu: the
- * assembly loop applies. relu_only (a constant): relu, and C a multiple of four, so
- * that with the assembly no C line loop, last pixel or fill is reached (or linked).
+ * assembly loop applies. relu_only (a constant, relu then 1): C a multiple of four too,
+ * so that with the assembly no C line loop, last pixel or fill is reached (or linked).
  */
 static KILN_ALWAYS_INLINE void px2_tile_body(const px2_layer_t *g, const int8_t *image,
                                              int32_t lanes, int odd, const px2_chan_t *ch,
@@ -541,7 +541,7 @@ static KILN_ALWAYS_INLINE void px2_tile_body(const px2_layer_t *g, const int8_t 
         ring[plane_words + i] = zp2;
     }
 #if defined(PX2_ASM)
-    const int32_t n_c = relu || relu_only ? 0 : n;      /* the channels the C loop runs */
+    const int32_t n_c = relu ? 0 : n;       /* the channels the C loop runs */
 #else
     const int32_t n_c = n;
     (void)relu;
@@ -572,7 +572,7 @@ static KILN_ALWAYS_INLINE void px2_tile_body(const px2_layer_t *g, const int8_t 
         /* Slot k holds filter row (k + rot) % 3 with rot = (3 - slot0) % 3. */
         const int32_t rot = slot0 == 0 ? 0 : 3 - slot0;
 #if defined(PX2_ASM)
-        if (relu || relu_only) {
+        if (relu) {
             px2_line_relu(ring, out, 8u * (uint32_t)rot, ch);
         }
 #endif
@@ -604,10 +604,8 @@ static KILN_NOINLINE void px2_tile(const px2_layer_t *g, const int8_t *image, in
 /* The _relu entry points' (px2_run_relu has checked relu and C). */
 static KILN_NOINLINE void px2_tile_relu(const px2_layer_t *g, const int8_t *image,
                                         int32_t lanes, int odd, const px2_chan_t *ch,
-                                        int32_t n, uint32_t *ring, int8_t *out, uint32_t zp4,
-                                        int relu)
+                                        int32_t n, uint32_t *ring, int8_t *out, uint32_t zp4)
 {
-    (void)relu;
     px2_tile_body(g, image, lanes, odd, ch, n, ring, out, zp4, 1, 1);
 }
 
@@ -797,7 +795,7 @@ px2_run_body(const kiln_context_t *ctx, const kiln_dwconv_params_t *params,
                     }
                     int8_t *o = out + (size_t)g.x0 * g.out_pix + (size_t)(c + j);
                     if (relu_only) {
-                        px2_tile_relu(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
+                        px2_tile_relu(&g, image + c, lanes, j, ch, n, ring, o, zp4);
                     } else {
                         px2_tile(&g, image + c, lanes, j, ch, n, ring, o, zp4, relu);
                     }

@@ -915,6 +915,10 @@ def lower_conv2d(ctx: LowerCtx) -> LayerCode:
 # full int8 range (no clamping pixel loop, about 1.2 KB on a Cortex-M4), px2 for a RELU
 # at the int8 range over a multiple of four channels (only its assembly, about 600 B).
 # Each entry point the layer may call (the kernel, its banded twins) -> its lean twin.
+def _relu_whole_blocks(s: LayerShape) -> bool:
+    return s.relu_floor and s.output[3] % 4 == 0
+
+
 LEAN_ENTRIES = {
     "kiln_conv2d_gemm_p8_s8": (
         lambda s: not s.clamped,
@@ -922,10 +926,10 @@ LEAN_ENTRIES = {
          "kiln_conv2d_gemm_p8_banded_s8": "kiln_conv2d_gemm_p8_full_banded_s8",
          "kiln_conv2d_gemm_p8_flat_banded_s8": "kiln_conv2d_gemm_p8_full_flat_banded_s8"}),
     "kiln_dwconv2d_3x3_px2_s8": (
-        lambda s: s.relu_floor and s.output[3] % 4 == 0,
+        _relu_whole_blocks,
         {"kiln_dwconv2d_3x3_px2_s8": "kiln_dwconv2d_3x3_px2_relu_s8"}),
     "kiln_dwconv2d_3x3_px2v_s8": (
-        lambda s: s.relu_floor and s.output[3] % 4 == 0,
+        _relu_whole_blocks,
         {"kiln_dwconv2d_3x3_px2v_s8": "kiln_dwconv2d_3x3_px2v_relu_s8",
          "kiln_dwconv2d_3x3_px2v_banded_s8": "kiln_dwconv2d_3x3_px2v_relu_banded_s8"}),
 }
